@@ -1,0 +1,69 @@
+# remotestorage: Kafka tiered-storage metadata in PostgreSQL.
+# `make help` lists the targets.
+
+SHELL := /bin/bash
+GO ?= go
+SQLC_VERSION := v1.31.1
+BIN := $(CURDIR)/bin
+SQLC := $(BIN)/sqlc-$(SQLC_VERSION)
+TEST_FLAGS ?= -race -count=1 -timeout 9m
+FUZZTIME ?= 15s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets.
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+.PHONY: demo
+demo: pg-user ## Run the demo workload (a throwaway PostgreSQL unless DATABASE_URL is set).
+	$(GO) run ./cmd/rlmmctl demo
+
+.PHONY: test
+test: pg-user ## Run every test with the race detector (provisions its own PostgreSQL).
+	$(GO) test $(TEST_FLAGS) ./...
+
+.PHONY: fuzz
+fuzz: pg-user ## Run each fuzz target briefly (FUZZTIME=15s).
+	@set -e; for target in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' . | sed 's/func //' | sort -u); do \
+		pkg=$$(grep -rlE "^func $$target\(" --include='*_test.go' . | head -n1 | xargs dirname); \
+		echo "fuzz $$target in $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+.PHONY: lint
+lint: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^db/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+$(SQLC):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+	mv $(BIN)/sqlc $(SQLC)
+
+.PHONY: generate
+generate: $(SQLC) ## Regenerate db/ from queries/ and migrations/ with sqlc.
+	$(SQLC) generate
+
+.PHONY: check-generated
+check-generated: $(SQLC) ## Fail when db/ differs from what sqlc generates.
+	$(SQLC) diff
+
+.PHONY: pg-user
+pg-user: # PostgreSQL refuses to run as root: make sure the unprivileged user exists.
+	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then useradd --system --user-group --no-create-home postgres; fi
+
+.PHONY: db-up
+db-up: ## Start PostgreSQL in Docker (docker compose); then export DATABASE_URL=postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable
+	docker compose up -d --wait
+
+.PHONY: db-down
+db-down: ## Stop the Docker PostgreSQL and delete its data.
+	docker compose down -v
+
+.PHONY: psql
+psql: ## Open psql on DATABASE_URL (or the Docker database).
+	psql "$${DATABASE_URL:-postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable}"
+
+.PHONY: ci
+ci: lint check-generated test fuzz ## What .ci/run runs.

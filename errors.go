@@ -1,0 +1,63 @@
+package remotestorage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidAdd: an added segment broke a rule (bad field, id already
+	// taken, partition being deleted). Nothing was stored.
+	ErrInvalidAdd = errors.New("remotestorage: invalid add")
+	// ErrSegmentNotFound: an update named a segment id that was never added
+	// to that partition, or whose partition was deleted.
+	ErrSegmentNotFound = errors.New("remotestorage: segment not found")
+	// ErrInvalidSegmentTransition: an update asked for a transition the
+	// segment state machine forbids. The stored segment is unchanged.
+	ErrInvalidSegmentTransition = errors.New("remotestorage: invalid segment state transition")
+	// ErrInvalidPartitionDeleteTransition: a partition-delete record asked
+	// for a transition the partition-delete state machine forbids.
+	ErrInvalidPartitionDeleteTransition = errors.New("remotestorage: invalid partition delete state transition")
+	// ErrNotReady: the manager is still loading a partition it has just
+	// taken on.
+	ErrNotReady = errors.New("remotestorage: not ready")
+	// ErrIO: the store failed. The error also wraps the underlying cause.
+	ErrIO = errors.New("remotestorage: store failure")
+)
+
+// sentinelError wraps a sentinel with detail; Error() reads
+// "<sentinel>: <detail>".
+type sentinelError struct {
+	sentinel error
+	detail   string
+	cause    error // optional underlying error, also matched by errors.Is/As
+}
+
+func (e *sentinelError) Error() string {
+	if e.cause != nil {
+		return e.sentinel.Error() + ": " + e.detail + ": " + e.cause.Error()
+	}
+	return e.sentinel.Error() + ": " + e.detail
+}
+
+func (e *sentinelError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.sentinel, e.cause}
+	}
+	return []error{e.sentinel}
+}
+
+func newError(sentinel error, format string, args ...any) error {
+	return &sentinelError{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
+}
+
+// ioError wraps a store failure: it matches ErrIO and keeps cause visible to
+// errors.Is and errors.As. When ctx is done, its error is matched too, even
+// if the driver reported the failure in its own words.
+func ioError(ctx context.Context, cause error, format string, args ...any) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(cause, ctxErr) {
+		cause = errors.Join(cause, ctxErr)
+	}
+	return &sentinelError{sentinel: ErrIO, detail: fmt.Sprintf(format, args...), cause: cause}
+}

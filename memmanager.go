@@ -1,0 +1,272 @@
+package remotestorage
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/google/uuid"
+)
+
+// partitionKey is the identity of a partition: (TopicID, Partition). The
+// topic name is not part of it.
+type partitionKey struct {
+	topicID   uuid.UUID
+	partition int32
+}
+
+func keyOf(tp TopicIDPartition) partitionKey {
+	return partitionKey{topicID: tp.TopicID, partition: tp.Partition}
+}
+
+// InMemoryManager is the reference implementation of RemoteLogMetadataManager:
+// everything lives in memory, behind one lock. It is safe for concurrent use.
+type InMemoryManager struct {
+	opts options
+
+	mu         sync.RWMutex
+	partitions map[partitionKey]*memPartition
+	takenIDs   map[uuid.UUID]struct{}
+}
+
+type memPartition struct {
+	version     int64 // bumped by every write to the partition
+	deleteState RemotePartitionDeleteState
+	segments    map[uuid.UUID]*memSegment
+}
+
+type memSegment struct {
+	meta            RemoteLogSegmentMetadata
+	addedVersion    int64
+	finishedVersion int64 // partition version of the first COPY_SEGMENT_FINISHED; 0: never finished
+}
+
+var _ RemoteLogMetadataManager = (*InMemoryManager)(nil)
+var _ KafkaExtensions = (*InMemoryManager)(nil)
+
+// NewInMemoryManager returns an empty in-memory manager.
+func NewInMemoryManager(opts ...Option) *InMemoryManager {
+	return &InMemoryManager{
+		opts:       newOptions(opts),
+		partitions: make(map[partitionKey]*memPartition),
+		takenIDs:   make(map[uuid.UUID]struct{}),
+	}
+}
+
+// AddRemoteLogSegmentMetadata adds a segment in COPY_SEGMENT_STARTED.
+func (m *InMemoryManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLogSegmentMetadata) error {
+	if err := validateAdd(s, m.opts.maxCustomMetadataBytes); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := s.SegmentID.ID
+	if _, taken := m.takenIDs[id]; taken {
+		return newError(ErrInvalidAdd, "segment %s: segment id was already added", id)
+	}
+	key := keyOf(s.SegmentID.TopicIDPartition)
+	p := m.partitions[key]
+	if p == nil {
+		p = &memPartition{deleteState: partitionDeleteNone, segments: make(map[uuid.UUID]*memSegment)}
+		m.partitions[key] = p
+	} else if p.deleteState != partitionDeleteNone {
+		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record (%s)", id, s.SegmentID.TopicIDPartition, p.deleteState)
+	}
+	p.version++
+	m.takenIDs[id] = struct{}{}
+	p.segments[id] = &memSegment{meta: s.clone(), addedVersion: p.version}
+	return nil
+}
+
+// UpdateRemoteLogSegmentMetadata moves a segment to u.State.
+func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u RemoteLogSegmentMetadataUpdate) error {
+	if err := validateUpdate(u, m.opts.maxCustomMetadataBytes); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.partitions[keyOf(u.SegmentID.TopicIDPartition)]
+	if p == nil || p.deleteState == DeletePartitionFinished || p.segments[u.SegmentID.ID] == nil {
+		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
+	}
+	s := p.segments[u.SegmentID.ID]
+	if !SegmentTransitionAllowed(s.meta.State, u.State) {
+		return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, s.meta.State, u.State)
+	}
+	p.version++
+	if u.State == CopySegmentFinished && s.finishedVersion == 0 {
+		s.finishedVersion = p.version
+	}
+	s.meta.State = u.State
+	s.meta.BrokerID = u.BrokerID
+	s.meta.EventTimestampMs = u.EventTimestampMs
+	if u.CustomMetadata != nil {
+		s.meta.CustomMetadata = cloneBytes(u.CustomMetadata)
+	}
+	return nil
+}
+
+// PutRemotePartitionDeleteMetadata records a partition-delete state.
+func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d RemotePartitionDeleteMetadata) error {
+	if err := validatePartitionDelete(d); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := keyOf(d.TopicIDPartition)
+	p := m.partitions[key]
+	from := partitionDeleteNone
+	if p != nil {
+		from = p.deleteState
+	}
+	if !partitionDeleteTransitionAllowed(from, d.State) {
+		return newError(ErrInvalidPartitionDeleteTransition, "partition %s: %s to %s", d.TopicIDPartition, from, d.State)
+	}
+	if p == nil {
+		p = &memPartition{segments: make(map[uuid.UUID]*memSegment)}
+		m.partitions[key] = p
+	}
+	p.version++
+	p.deleteState = d.State
+	return nil
+}
+
+// visible returns the partition's segments that queries may return, in list
+// order; nil when the partition is unknown or forgotten. Callers hold m.mu.
+func (m *InMemoryManager) visible(tp TopicIDPartition) []*memSegment {
+	p := m.partitions[keyOf(tp)]
+	if p == nil || p.deleteState == DeletePartitionFinished {
+		return nil
+	}
+	var out []*memSegment
+	for _, s := range p.segments {
+		if s.meta.State != DeleteSegmentFinished {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *memSegment) int {
+		return cmp.Or(cmp.Compare(a.meta.StartOffset, b.meta.StartOffset), cmp.Compare(a.addedVersion, b.addedVersion))
+	})
+	return out
+}
+
+// lookup returns the finished segment whose range of epoch contains offset;
+// among several, the one whose range starts latest, then the one finished
+// last. Callers hold m.mu.
+func (m *InMemoryManager) lookup(tp TopicIDPartition, epoch LeaderEpoch, offset int64) *memSegment {
+	var best *memSegment
+	var bestFirst int64
+	for _, s := range m.visible(tp) {
+		if s.meta.State != CopySegmentFinished {
+			continue
+		}
+		first, last, ok := s.meta.epochRange(epoch)
+		if !ok || offset < first || offset > last {
+			continue
+		}
+		if best == nil || first > bestFirst || (first == bestFirst && s.finishedVersion > best.finishedVersion) {
+			best, bestFirst = s, first
+		}
+	}
+	return best
+}
+
+// RemoteLogSegmentMetadata returns the finished segment holding offset for epoch.
+func (m *InMemoryManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if s := m.lookup(tp, epoch, offset); s != nil {
+		return s.meta.clone(), true, nil
+	}
+	return RemoteLogSegmentMetadata{}, false, nil
+}
+
+// HighestOffsetForEpoch returns the largest EndOffset of the finished
+// segments that carry epoch.
+func (m *InMemoryManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var highest int64
+	found := false
+	for _, s := range m.visible(tp) {
+		if _, carries := s.meta.SegmentLeaderEpochs[epoch]; carries && s.meta.State == CopySegmentFinished {
+			if !found || s.meta.EndOffset > highest {
+				highest, found = s.meta.EndOffset, true
+			}
+		}
+	}
+	return highest, found, nil
+}
+
+// ListRemoteLogSegments returns every segment of tp that is not forgotten,
+// ordered by StartOffset, ties by the order they were added.
+func (m *InMemoryManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) ([]RemoteLogSegmentMetadata, error) {
+	return m.list(tp, func(*memSegment) bool { return true }), nil
+}
+
+// ListRemoteLogSegmentsByEpoch is ListRemoteLogSegments restricted to the
+// segments that carry epoch.
+func (m *InMemoryManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) ([]RemoteLogSegmentMetadata, error) {
+	return m.list(tp, func(s *memSegment) bool {
+		_, carries := s.meta.SegmentLeaderEpochs[epoch]
+		return carries
+	}), nil
+}
+
+func (m *InMemoryManager) list(tp TopicIDPartition, keep func(*memSegment) bool) []RemoteLogSegmentMetadata {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []RemoteLogSegmentMetadata
+	for _, s := range m.visible(tp) {
+		if keep(s) {
+			out = append(out, s.meta.clone())
+		}
+	}
+	return out
+}
+
+// CaughtUp is always true: there is no view that could lag.
+func (m *InMemoryManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
+	return true, nil
+}
+
+// RemoteLogSize is the sum of SegmentSizeInBytes over
+// ListRemoteLogSegmentsByEpoch(tp, epoch).
+func (m *InMemoryManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, error) {
+	segments, err := m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch)
+	if err != nil {
+		return 0, err
+	}
+	return totalSize(segments), nil
+}
+
+func totalSize(segments []RemoteLogSegmentMetadata) int64 {
+	var size int64
+	for _, s := range segments {
+		size += int64(s.SegmentSizeInBytes)
+	}
+	return size
+}
+
+// NextSegmentWithTxnIndex walks the finished segments of epoch from offset as
+// lookups find them and returns the first with a transaction index.
+func (m *InMemoryManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for {
+		s := m.lookup(tp, epoch, offset)
+		if s == nil {
+			return RemoteLogSegmentMetadata{}, false, nil
+		}
+		if !s.meta.TxnIndexEmpty {
+			return s.meta.clone(), true, nil
+		}
+		if s.meta.EndOffset == maxOffset {
+			return RemoteLogSegmentMetadata{}, false, nil
+		}
+		offset = s.meta.EndOffset + 1
+	}
+}
+
+const maxOffset = int64(^uint64(0) >> 1)

@@ -1,0 +1,285 @@
+package remotestorage
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/krabka/remotestorage/db"
+)
+
+// PgManager is a RemoteLogMetadataManager that keeps the metadata in
+// PostgreSQL. Any number of PgManagers, in any number of processes, may share
+// one database. Every operation that succeeds is one round trip: one SQL
+// statement whose WHERE clause enforces the state machine.
+type PgManager struct {
+	pool    *pgxpool.Pool
+	queries *db.Queries
+	opts    options
+}
+
+var _ RemoteLogMetadataManager = (*PgManager)(nil)
+var _ KafkaExtensions = (*PgManager)(nil)
+
+// NewPgManager returns a manager over pool. It fails when the database is
+// not migrated to SchemaVersion (run Migrate first) or cannot be reached.
+// The pool stays the caller's: Close does not close it.
+func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgManager, error) {
+	if err := checkSchemaVersion(ctx, pool); err != nil {
+		return nil, err
+	}
+	return &PgManager{pool: pool, queries: db.New(), opts: newOptions(opts)}, nil
+}
+
+// Close releases what the manager holds. The pool is left open.
+func (m *PgManager) Close() {}
+
+// uniqueSegmentIDConstraints are the constraints a taken segment id violates.
+var uniqueSegmentIDConstraints = map[string]bool{
+	"rlmm_segments_segment_id_key": true,
+	"rlmm_segments_pkey":           true,
+}
+
+// AddRemoteLogSegmentMetadata adds a segment in COPY_SEGMENT_STARTED in one
+// statement.
+func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLogSegmentMetadata) error {
+	if err := validateAdd(s, m.opts.maxCustomMetadataBytes); err != nil {
+		return err
+	}
+	epochs := s.sortedEpochs()
+	params := db.SegmentAddParams{
+		TopicID:           s.SegmentID.TopicIDPartition.TopicID,
+		Partition:         s.SegmentID.TopicIDPartition.Partition,
+		Topic:             s.SegmentID.TopicIDPartition.Topic,
+		SegmentID:         s.SegmentID.ID,
+		StartOffset:       s.StartOffset,
+		EndOffset:         s.EndOffset,
+		MaxTimestampMs:    s.MaxTimestampMs,
+		BrokerID:          s.BrokerID,
+		EventTimestampMs:  s.EventTimestampMs,
+		SegmentSizeBytes:  s.SegmentSizeInBytes,
+		CustomMetadata:    s.CustomMetadata,
+		State:             int16(s.State),
+		TxnIndexEmpty:     s.TxnIndexEmpty,
+		Epochs:            make([]int32, len(epochs)),
+		EpochFirstOffsets: make([]int64, len(epochs)),
+		EpochLastOffsets:  make([]int64, len(epochs)),
+	}
+	for i, e := range epochs {
+		first, last, _ := s.epochRange(e)
+		params.Epochs[i], params.EpochFirstOffsets[i], params.EpochLastOffsets[i] = int32(e), first, last
+	}
+	_, err := m.queries.SegmentAdd(ctx, m.pool, params)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record", s.SegmentID.ID, s.SegmentID.TopicIDPartition)
+	case errors.As(err, &pgErr) && pgErr.Code == "23505" && uniqueSegmentIDConstraints[pgErr.ConstraintName]:
+		return newError(ErrInvalidAdd, "segment %s: segment id was already added", s.SegmentID.ID)
+	}
+	return ioError(ctx, err, "add segment %s", s.SegmentID.ID)
+}
+
+// UpdateRemoteLogSegmentMetadata moves a segment to u.State in one
+// conditional UPDATE whose allowed from-states come from the state machine.
+func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u RemoteLogSegmentMetadataUpdate) error {
+	if err := validateUpdate(u, m.opts.maxCustomMetadataBytes); err != nil {
+		return err
+	}
+	row, err := m.queries.SegmentUpdate(ctx, m.pool, db.SegmentUpdateParams{
+		TopicID:          u.SegmentID.TopicIDPartition.TopicID,
+		Partition:        u.SegmentID.TopicIDPartition.Partition,
+		SegmentID:        u.SegmentID.ID,
+		State:            int16(u.State),
+		BrokerID:         u.BrokerID,
+		EventTimestampMs: u.EventTimestampMs,
+		CustomMetadata:   u.CustomMetadata,
+		Allowed:          stateCodes(AllowedSegmentFromStates(u.State)),
+		Finishing:        u.State == CopySegmentFinished,
+	})
+	switch {
+	case err != nil:
+		return ioError(ctx, err, "update segment %s to %s", u.SegmentID.ID, u.State)
+	case row.UpdatedVersion >= 0:
+		return nil
+	case row.CurrentState < 0 || RemotePartitionDeleteState(row.DeleteState) == DeletePartitionFinished:
+		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
+	}
+	return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, RemoteLogSegmentState(row.CurrentState), u.State)
+}
+
+func stateCodes[S ~int8](states []S) []int16 {
+	codes := make([]int16, len(states))
+	for i, s := range states {
+		codes[i] = int16(s)
+	}
+	return codes
+}
+
+// PutRemotePartitionDeleteMetadata records a partition-delete state in one
+// conditional statement.
+func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d RemotePartitionDeleteMetadata) error {
+	if err := validatePartitionDelete(d); err != nil {
+		return err
+	}
+	tp := d.TopicIDPartition
+	from, fromNone := allowedPartitionDeleteFromStates(d.State)
+	allowed := stateCodes(from)
+	var err error
+	if fromNone {
+		allowed = append(allowed, int16(partitionDeleteNone))
+		_, err = m.queries.PartitionDeleteUpsert(ctx, m.pool, db.PartitionDeleteUpsertParams{
+			TopicID: tp.TopicID, Partition: tp.Partition, Topic: tp.Topic,
+			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
+			Allowed: allowed,
+		})
+	} else {
+		_, err = m.queries.PartitionDeleteUpdate(ctx, m.pool, db.PartitionDeleteUpdateParams{
+			TopicID: tp.TopicID, Partition: tp.Partition,
+			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
+			Allowed: allowed,
+		})
+	}
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return ioError(ctx, err, "put partition delete %s for %s", d.State, tp)
+	}
+	// Refused. A second round trip, on the failure path only, names the
+	// state the partition is in.
+	current := partitionDeleteNone
+	p, err := m.queries.PartitionGet(ctx, m.pool, db.PartitionGetParams{TopicID: tp.TopicID, Partition: tp.Partition})
+	switch {
+	case err == nil && p.DeleteState.Valid:
+		current = RemotePartitionDeleteState(p.DeleteState.Int16)
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return ioError(ctx, err, "read partition %s", tp)
+	}
+	return newError(ErrInvalidPartitionDeleteTransition, "partition %s: %s to %s", tp, current, d.State)
+}
+
+// RemoteLogSegmentMetadata returns the finished segment holding offset for
+// epoch, in one indexed statement.
+func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
+	row, err := m.queries.SegmentLookup(ctx, m.pool, db.SegmentLookupParams{
+		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return RemoteLogSegmentMetadata{}, false, nil
+	case err != nil:
+		return RemoteLogSegmentMetadata{}, false, ioError(ctx, err, "look up offset %d of epoch %d in %s", offset, epoch, tp)
+	}
+	return segmentFromRow(row.RlmmSegment), true, nil
+}
+
+// HighestOffsetForEpoch returns the largest EndOffset of the finished
+// segments that carry epoch.
+func (m *PgManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
+	offset, err := m.queries.SegmentHighestOffset(ctx, m.pool, db.SegmentHighestOffsetParams{
+		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, ioError(ctx, err, "highest offset of epoch %d in %s", epoch, tp)
+	}
+	return offset, true, nil
+}
+
+// ListRemoteLogSegments returns every segment of tp that is not forgotten,
+// ordered by StartOffset, ties by the order they were added.
+func (m *PgManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) ([]RemoteLogSegmentMetadata, error) {
+	rows, err := m.queries.SegmentList(ctx, m.pool, db.SegmentListParams{TopicID: tp.TopicID, Partition: tp.Partition})
+	if err != nil {
+		return nil, ioError(ctx, err, "list segments of %s", tp)
+	}
+	out := make([]RemoteLogSegmentMetadata, len(rows))
+	for i, r := range rows {
+		out[i] = segmentFromRow(r.RlmmSegment)
+	}
+	return out, nil
+}
+
+// ListRemoteLogSegmentsByEpoch is ListRemoteLogSegments restricted to the
+// segments that carry epoch.
+func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) ([]RemoteLogSegmentMetadata, error) {
+	rows, err := m.queries.SegmentListByEpoch(ctx, m.pool, db.SegmentListByEpochParams{
+		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+	})
+	if err != nil {
+		return nil, ioError(ctx, err, "list segments of epoch %d in %s", epoch, tp)
+	}
+	out := make([]RemoteLogSegmentMetadata, len(rows))
+	for i, r := range rows {
+		out[i] = segmentFromRow(r.RlmmSegment)
+	}
+	return out, nil
+}
+
+// CaughtUp reads tp's committed version from the primary: true once the
+// store answers, since every later read goes to the same primary.
+func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
+	if _, err := m.queries.PartitionVersion(ctx, m.pool, db.PartitionVersionParams{TopicID: tp.TopicID, Partition: tp.Partition}); err != nil {
+		return false, ioError(ctx, err, "read the version of %s", tp)
+	}
+	return true, nil
+}
+
+// RemoteLogSize is the sum of SegmentSizeInBytes over
+// ListRemoteLogSegmentsByEpoch(tp, epoch), summed by the database.
+func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, error) {
+	size, err := m.queries.SegmentSizeByEpoch(ctx, m.pool, db.SegmentSizeByEpochParams{
+		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+	})
+	if err != nil {
+		return 0, ioError(ctx, err, "remote log size of epoch %d in %s", epoch, tp)
+	}
+	return size, nil
+}
+
+// NextSegmentWithTxnIndex walks the lookups of epoch from offset in one
+// recursive statement and returns the first segment with a transaction index.
+func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
+	row, err := m.queries.SegmentNextWithTxnIndex(ctx, m.pool, db.SegmentNextWithTxnIndexParams{
+		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return RemoteLogSegmentMetadata{}, false, nil
+	case err != nil:
+		return RemoteLogSegmentMetadata{}, false, ioError(ctx, err, "next segment with a transaction index from offset %d of epoch %d in %s", offset, epoch, tp)
+	}
+	return segmentFromRow(row.RlmmSegment), true, nil
+}
+
+// segmentFromRow converts a stored segment to the public type.
+func segmentFromRow(r db.RlmmSegment) RemoteLogSegmentMetadata {
+	epochs := make(map[LeaderEpoch]int64, len(r.Epochs))
+	for i, e := range r.Epochs {
+		epochs[LeaderEpoch(e)] = r.EpochStartOffsets[i]
+	}
+	return RemoteLogSegmentMetadata{
+		SegmentID: RemoteLogSegmentID{
+			TopicIDPartition: TopicIDPartition{TopicID: r.TopicID, Topic: r.Topic, Partition: r.Partition},
+			ID:               r.SegmentID,
+		},
+		StartOffset:         r.StartOffset,
+		EndOffset:           r.EndOffset,
+		MaxTimestampMs:      r.MaxTimestampMs,
+		BrokerID:            r.BrokerID,
+		EventTimestampMs:    r.EventTimestampMs,
+		SegmentSizeInBytes:  r.SegmentSizeBytes,
+		CustomMetadata:      r.CustomMetadata,
+		State:               RemoteLogSegmentState(r.State),
+		SegmentLeaderEpochs: epochs,
+		TxnIndexEmpty:       r.TxnIndexEmpty,
+	}
+}

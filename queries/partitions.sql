@@ -1,0 +1,40 @@
+-- name: PartitionVersion :one
+-- The partition's committed version: 0 for a partition never written to.
+SELECT coalesce(
+    (SELECT p.version FROM rlmm_partitions p
+     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer),
+    0)::bigint AS version;
+
+-- name: PartitionGet :one
+SELECT * FROM rlmm_partitions
+WHERE topic_id = @topic_id::uuid AND partition = @partition::integer;
+
+-- name: PartitionDeleteUpsert :one
+-- A partition-delete transition that a partition with no record may make
+-- too: creates the partition row when there is none. @allowed holds the
+-- stored states it may come from, -1 standing for "no record".
+INSERT INTO rlmm_partitions AS p
+    (topic_id, partition, topic, version, delete_state, delete_broker_id, delete_event_timestamp_ms)
+VALUES
+    (@topic_id::uuid, @partition::integer, @topic::text, 1, @state::smallint, @broker_id::integer, @event_timestamp_ms::bigint)
+ON CONFLICT (topic_id, partition) DO UPDATE
+SET version = p.version + 1,
+    delete_state = excluded.delete_state,
+    delete_broker_id = excluded.delete_broker_id,
+    delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
+    updated_at = now()
+WHERE coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
+RETURNING p.version;
+
+-- name: PartitionDeleteUpdate :one
+-- A partition-delete transition that needs an existing record in one of
+-- the @allowed states.
+UPDATE rlmm_partitions AS p
+SET version = p.version + 1,
+    delete_state = @state::smallint,
+    delete_broker_id = @broker_id::integer,
+    delete_event_timestamp_ms = @event_timestamp_ms::bigint,
+    updated_at = now()
+WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+  AND coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
+RETURNING p.version;

@@ -1,0 +1,168 @@
+-- name: SegmentAdd :one
+-- Adds a segment in one statement: bumps (or creates) the partition row,
+-- which also locks it, unless the partition has a delete record; inserts the
+-- segment and one row per epoch. No row back: the partition has a delete
+-- record. A taken segment id fails on rlmm_segments_segment_id_key.
+WITH partition_row AS (
+    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version)
+    VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1)
+    ON CONFLICT (topic_id, partition) DO UPDATE
+    SET version = p.version + 1, updated_at = now()
+    WHERE p.delete_state IS NULL
+    RETURNING p.version
+), segment AS (
+    INSERT INTO rlmm_segments (
+        topic_id, partition, segment_id, topic, start_offset, end_offset,
+        max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes,
+        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version)
+    SELECT @topic_id::uuid, @partition::integer, @segment_id::uuid, @topic::text, @start_offset::bigint, @end_offset::bigint,
+        @max_timestamp_ms::bigint, @broker_id::integer, @event_timestamp_ms::bigint, @segment_size_bytes::integer,
+        sqlc.narg('custom_metadata')::bytea, @state::smallint, @txn_index_empty::boolean,
+        @epochs::integer[], @epoch_first_offsets::bigint[], partition_row.version
+    FROM partition_row
+    RETURNING added_version
+), epochs AS (
+    INSERT INTO rlmm_segment_epochs (
+        topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
+        segment_start_offset, segment_end_offset, added_version)
+    SELECT @topic_id::uuid, @partition::integer, @segment_id::uuid,
+        (@epochs::integer[])[i], (@epoch_first_offsets::bigint[])[i], (@epoch_last_offsets::bigint[])[i], @state::smallint,
+        @start_offset::bigint, @end_offset::bigint, segment.added_version
+    FROM segment, generate_subscripts(@epochs::integer[], 1) AS i
+)
+SELECT segment.added_version FROM segment;
+
+-- name: SegmentUpdate :one
+-- Moves a segment to @state in one statement, when its state is one of
+-- @allowed (from statemachine.go). The partition row is locked first (as
+-- every write does, so writes to a partition serialise in commit order), its
+-- version bumped only when the segment changed, and the epoch rows follow.
+-- updated_version is -1 when nothing changed; current_state (-1: no such
+-- segment) and delete_state (-1: none) then say why.
+WITH locked_partition AS MATERIALIZED (
+    SELECT p.delete_state FROM rlmm_partitions p
+    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+    FOR UPDATE
+), segment AS (
+    UPDATE rlmm_segments AS s
+    SET state = @state::smallint,
+        broker_id = @broker_id::integer,
+        event_timestamp_ms = @event_timestamp_ms::bigint,
+        custom_metadata = coalesce(sqlc.narg('custom_metadata')::bytea, s.custom_metadata),
+        updated_at = now()
+    WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = @segment_id::uuid
+      AND s.state = ANY(@allowed::smallint[])
+      AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
+    RETURNING s.segment_id
+), partition_row AS (
+    UPDATE rlmm_partitions AS p
+    SET version = p.version + 1, updated_at = now()
+    FROM segment
+    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+    RETURNING p.version
+), epochs AS (
+    UPDATE rlmm_segment_epochs AS e
+    SET state = @state::smallint,
+        finished_version = CASE WHEN @finishing::boolean THEN coalesce(e.finished_version, partition_row.version)
+                                ELSE e.finished_version END
+    FROM partition_row
+    WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
+)
+SELECT
+    coalesce((SELECT pr.version FROM partition_row pr), -1)::bigint AS updated_version,
+    coalesce((SELECT s.state FROM rlmm_segments s
+              WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = @segment_id::uuid),
+             -1)::smallint AS current_state,
+    coalesce((SELECT lp.delete_state FROM locked_partition lp), -1)::smallint AS delete_state;
+
+-- name: SegmentLookup :one
+-- The finished segment whose range of @epoch contains @offset; among
+-- overlapping ones, the range that starts latest, then the one finished last.
+SELECT sqlc.embed(s)
+FROM rlmm_segment_epochs e
+JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+  AND e.state = 1
+  AND int8range(e.first_offset, e.last_offset, '[]') @> @lookup_offset::bigint
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+ORDER BY e.first_offset DESC, e.finished_version DESC
+LIMIT 1;
+
+-- name: SegmentHighestOffset :one
+-- The largest end offset of a finished segment carrying @epoch.
+SELECT e.segment_end_offset
+FROM rlmm_segment_epochs e
+WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+  AND e.state = 1
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+ORDER BY e.segment_end_offset DESC
+LIMIT 1;
+
+-- name: SegmentList :many
+-- Every segment of the partition that is not forgotten, in list order.
+SELECT sqlc.embed(s)
+FROM rlmm_segments s
+WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+  AND s.state IN (0, 1, 2)
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+ORDER BY s.start_offset, s.added_version;
+
+-- name: SegmentListByEpoch :many
+-- SegmentList restricted to the segments carrying @epoch.
+SELECT sqlc.embed(s)
+FROM rlmm_segment_epochs e
+JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+  AND e.state IN (0, 1, 2)
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+ORDER BY e.segment_start_offset, e.added_version;
+
+-- name: SegmentSizeByEpoch :one
+-- Sum of the sizes of SegmentListByEpoch.
+SELECT coalesce(sum(s.segment_size_bytes), 0)::bigint AS size
+FROM rlmm_segment_epochs e
+JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+  AND e.state IN (0, 1, 2)
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2);
+
+-- name: SegmentNextWithTxnIndex :one
+-- Walks the lookups of @epoch from @offset (each step looks up the offset
+-- after the previous segment's end) while the segments have no transaction
+-- index, and returns the first one that has one. The walk stops at a miss.
+WITH RECURSIVE walk AS (
+    (SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
+     FROM rlmm_segment_epochs e
+     JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+       AND e.state = 1
+       AND int8range(e.first_offset, e.last_offset, '[]') @> @lookup_offset::bigint
+     ORDER BY e.first_offset DESC, e.finished_version DESC
+     LIMIT 1)
+    UNION ALL
+    SELECT next.segment_id, next.segment_end_offset, next.txn_index_empty
+    FROM walk,
+    LATERAL (
+        SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
+        FROM rlmm_segment_epochs e
+        JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+        WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+          AND e.state = 1
+          AND int8range(e.first_offset, e.last_offset, '[]') @> (walk.segment_end_offset + 1)
+        ORDER BY e.first_offset DESC, e.finished_version DESC
+        LIMIT 1
+    ) AS next
+    WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
+)
+SELECT sqlc.embed(s)
+FROM walk
+JOIN rlmm_segments s ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = walk.segment_id
+WHERE NOT walk.txn_index_empty
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+LIMIT 1;
