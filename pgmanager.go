@@ -71,6 +71,7 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 	for i, e := range epochs {
 		first, last, _ := s.epochRange(e)
 		params.Epochs[i], params.EpochFirstOffsets[i], params.EpochLastOffsets[i] = int32(e), first, last
+		params.MaxEpochSpan = max(params.MaxEpochSpan, last-first)
 	}
 	_, err := m.queries.SegmentAdd(ctx, m.pool, params)
 	var pgErr *pgconn.PgError
@@ -167,6 +168,9 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 // RemoteLogSegmentMetadata returns the finished segment holding offset for
 // epoch, in one indexed statement.
 func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
+	if offset < 0 {
+		return RemoteLogSegmentMetadata{}, false, nil // no segment holds a negative offset
+	}
 	row, err := m.queries.SegmentLookup(ctx, m.pool, db.SegmentLookupParams{
 		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
 	})
@@ -248,6 +252,9 @@ func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoc
 // NextSegmentWithTxnIndex walks the lookups of epoch from offset in one
 // recursive statement and returns the first segment with a transaction index.
 func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
+	if offset < 0 {
+		return RemoteLogSegmentMetadata{}, false, nil // the walk's first lookup misses
+	}
 	row, err := m.queries.SegmentNextWithTxnIndex(ctx, m.pool, db.SegmentNextWithTxnIndexParams{
 		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
 	})

@@ -19,6 +19,8 @@ type RlmmPartition struct {
 	Topic string
 	// Committed position of the partition: bumped by every write to it (add, update, partition delete). CaughtUp compares it.
 	Version int64
+	// Largest last_offset - first_offset of any epoch range ever added to the partition: bounds how far back from an offset the lookup scans.
+	MaxEpochSpan int64
 	// Partition delete state: NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).
 	DeleteState pgtype.Int2
 	// Broker that wrote the latest partition-delete record.

@@ -13,10 +13,12 @@ import (
 
 const segmentAdd = `-- name: SegmentAdd :one
 WITH partition_row AS (
-    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version)
-    VALUES ($1::uuid, $2::integer, $3::text, 1)
+    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span)
+    VALUES ($1::uuid, $2::integer, $3::text, 1, $4::bigint)
     ON CONFLICT (topic_id, partition) DO UPDATE
-    SET version = p.version + 1, updated_at = now()
+    SET version = p.version + 1,
+        max_epoch_span = greatest(p.max_epoch_span, excluded.max_epoch_span),
+        updated_at = now()
     WHERE p.delete_state IS NULL
     RETURNING p.version
 ), segment AS (
@@ -24,20 +26,20 @@ WITH partition_row AS (
         topic_id, partition, segment_id, topic, start_offset, end_offset,
         max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes,
         custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version)
-    SELECT $1::uuid, $2::integer, $4::uuid, $3::text, $5::bigint, $6::bigint,
-        $7::bigint, $8::integer, $9::bigint, $10::integer,
-        $11::bytea, $12::smallint, $13::boolean,
-        $14::integer[], $15::bigint[], partition_row.version
+    SELECT $1::uuid, $2::integer, $5::uuid, $3::text, $6::bigint, $7::bigint,
+        $8::bigint, $9::integer, $10::bigint, $11::integer,
+        $12::bytea, $13::smallint, $14::boolean,
+        $15::integer[], $16::bigint[], partition_row.version
     FROM partition_row
     RETURNING added_version
 ), epochs AS (
     INSERT INTO rlmm_segment_epochs (
         topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
         segment_start_offset, segment_end_offset, added_version)
-    SELECT $1::uuid, $2::integer, $4::uuid,
-        ($14::integer[])[i], ($15::bigint[])[i], ($16::bigint[])[i], $12::smallint,
-        $5::bigint, $6::bigint, segment.added_version
-    FROM segment, generate_subscripts($14::integer[], 1) AS i
+    SELECT $1::uuid, $2::integer, $5::uuid,
+        ($15::integer[])[i], ($16::bigint[])[i], ($17::bigint[])[i], $13::smallint,
+        $6::bigint, $7::bigint, segment.added_version
+    FROM segment, generate_subscripts($15::integer[], 1) AS i
 )
 SELECT segment.added_version FROM segment
 `
@@ -46,6 +48,7 @@ type SegmentAddParams struct {
 	TopicID           uuid.UUID
 	Partition         int32
 	Topic             string
+	MaxEpochSpan      int64
 	SegmentID         uuid.UUID
 	StartOffset       int64
 	EndOffset         int64
@@ -62,7 +65,8 @@ type SegmentAddParams struct {
 }
 
 // Adds a segment in one statement: bumps (or creates) the partition row,
-// which also locks it, unless the partition has a delete record; inserts the
+// which also locks it, unless the partition has a delete record, and widens
+// its max_epoch_span to the longest epoch range of the segment; inserts the
 // segment and one row per epoch. No row back: the partition has a delete
 // record. A taken segment id fails on rlmm_segments_segment_id_key.
 func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams) (int64, error) {
@@ -70,6 +74,7 @@ func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams)
 		arg.TopicID,
 		arg.Partition,
 		arg.Topic,
+		arg.MaxEpochSpan,
 		arg.SegmentID,
 		arg.StartOffset,
 		arg.EndOffset,
@@ -236,13 +241,15 @@ func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentLi
 
 const segmentLookup = `-- name: SegmentLookup :one
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.created_at, s.updated_at
-FROM rlmm_segment_epochs e
+FROM rlmm_partitions p
+JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
 JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-  AND e.state = 1
-  AND int8range(e.first_offset, e.last_offset, '[]') @> $4::bigint
-  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
+  AND p.delete_state IS DISTINCT FROM 2
+  AND e.epoch = $3::integer AND e.state = 1
+  AND e.first_offset <= $4::bigint
+  AND e.first_offset >= ($4::bigint) - p.max_epoch_span
+  AND e.last_offset >= $4::bigint
 ORDER BY e.first_offset DESC, e.finished_version DESC
 LIMIT 1
 `
@@ -258,8 +265,10 @@ type SegmentLookupRow struct {
 	RlmmSegment RlmmSegment
 }
 
-// The finished segment whose range of @epoch contains @offset; among
+// The finished segment whose range of @epoch contains @lookup_offset; among
 // overlapping ones, the range that starts latest, then the one finished last.
+// Only ranges starting in [offset - max_epoch_span, offset] can contain the
+// offset, so the backward index scan stops there, hit or miss.
 func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupParams) (SegmentLookupRow, error) {
 	row := db.QueryRow(ctx, segmentLookup,
 		arg.TopicID,
@@ -294,11 +303,15 @@ func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupP
 const segmentNextWithTxnIndex = `-- name: SegmentNextWithTxnIndex :one
 WITH RECURSIVE walk AS (
     (SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
-     FROM rlmm_segment_epochs e
+     FROM rlmm_partitions p
+     JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
      JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-     WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-       AND e.state = 1
-       AND int8range(e.first_offset, e.last_offset, '[]') @> $4::bigint
+     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
+       AND p.delete_state IS DISTINCT FROM 2
+       AND e.epoch = $3::integer AND e.state = 1
+       AND e.first_offset <= $4::bigint
+       AND e.first_offset >= ($4::bigint) - p.max_epoch_span
+       AND e.last_offset >= $4::bigint
      ORDER BY e.first_offset DESC, e.finished_version DESC
      LIMIT 1)
     UNION ALL
@@ -306,11 +319,14 @@ WITH RECURSIVE walk AS (
     FROM walk,
     LATERAL (
         SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
-        FROM rlmm_segment_epochs e
+        FROM rlmm_partitions p
+        JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
         JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-        WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-          AND e.state = 1
-          AND int8range(e.first_offset, e.last_offset, '[]') @> (walk.segment_end_offset + 1)
+        WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
+          AND e.epoch = $3::integer AND e.state = 1
+          AND e.first_offset <= walk.segment_end_offset + 1
+          AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
+          AND e.last_offset >= walk.segment_end_offset + 1
         ORDER BY e.first_offset DESC, e.finished_version DESC
         LIMIT 1
     ) AS next
@@ -320,8 +336,6 @@ SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_off
 FROM walk
 JOIN rlmm_segments s ON s.topic_id = $1::uuid AND s.partition = $2::integer AND s.segment_id = walk.segment_id
 WHERE NOT walk.txn_index_empty
-  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
 LIMIT 1
 `
 
@@ -336,9 +350,10 @@ type SegmentNextWithTxnIndexRow struct {
 	RlmmSegment RlmmSegment
 }
 
-// Walks the lookups of @epoch from @offset (each step looks up the offset
-// after the previous segment's end) while the segments have no transaction
-// index, and returns the first one that has one. The walk stops at a miss.
+// Walks the lookups of @epoch from @lookup_offset (each step looks up the
+// offset after the previous segment's end) while the segments have no
+// transaction index, and returns the first one that has one. The walk stops
+// at a miss. Each step is the lookup of SegmentLookup.
 func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg SegmentNextWithTxnIndexParams) (SegmentNextWithTxnIndexRow, error) {
 	row := db.QueryRow(ctx, segmentNextWithTxnIndex,
 		arg.TopicID,

@@ -9,13 +9,12 @@
 -- distributed by topic_id; the one exception is the global uniqueness of a
 -- segment id (rlmm_segments_segment_id_key).
 
-CREATE EXTENSION IF NOT EXISTS btree_gist;
-
 CREATE TABLE rlmm_partitions (
     topic_id                   uuid        NOT NULL,
     partition                  integer     NOT NULL,
     topic                      text        NOT NULL,
     version                    bigint      NOT NULL DEFAULT 0,
+    max_epoch_span             bigint      NOT NULL DEFAULT 0,
     delete_state               smallint,
     delete_broker_id           integer,
     delete_event_timestamp_ms  bigint,
@@ -25,6 +24,7 @@ CREATE TABLE rlmm_partitions (
     CONSTRAINT rlmm_partitions_partition_check CHECK (partition >= 0),
     CONSTRAINT rlmm_partitions_topic_check CHECK (topic ~ '^[a-zA-Z0-9._-]{1,249}$' AND topic NOT IN ('.', '..')),
     CONSTRAINT rlmm_partitions_version_check CHECK (version >= 0),
+    CONSTRAINT rlmm_partitions_max_epoch_span_check CHECK (max_epoch_span >= 0),
     CONSTRAINT rlmm_partitions_delete_state_check CHECK (delete_state IN (0, 1, 2)),
     CONSTRAINT rlmm_partitions_delete_fields_check CHECK (
         (delete_state IS NULL) = (delete_broker_id IS NULL)
@@ -36,6 +36,7 @@ COMMENT ON COLUMN rlmm_partitions.topic_id IS 'Kafka topic id (with partition, t
 COMMENT ON COLUMN rlmm_partitions.partition IS 'Kafka partition number.';
 COMMENT ON COLUMN rlmm_partitions.topic IS 'Human-readable topic name, as the first write named it.';
 COMMENT ON COLUMN rlmm_partitions.version IS 'Committed position of the partition: bumped by every write to it (add, update, partition delete). CaughtUp compares it.';
+COMMENT ON COLUMN rlmm_partitions.max_epoch_span IS 'Largest last_offset - first_offset of any epoch range ever added to the partition: bounds how far back from an offset the lookup scans.';
 COMMENT ON COLUMN rlmm_partitions.delete_state IS 'Partition delete state: NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).';
 COMMENT ON COLUMN rlmm_partitions.delete_broker_id IS 'Broker that wrote the latest partition-delete record.';
 COMMENT ON COLUMN rlmm_partitions.delete_event_timestamp_ms IS 'Event time (ms since the epoch) of the latest partition-delete record.';
@@ -119,11 +120,11 @@ CREATE TABLE rlmm_segment_epochs (
     CONSTRAINT rlmm_segment_epochs_finished_check CHECK (state <> 1 OR finished_version IS NOT NULL)
 );
 
--- The offset lookup: the finished ranges of (partition, epoch) that contain an
--- offset. A range index finds them without walking the epoch's history, so a
--- miss costs what a hit costs.
+-- The offset lookup: the finished ranges of (partition, epoch) whose first
+-- offset lies in [offset - max_epoch_span, offset], latest first. The window
+-- bounds the scan, so a miss costs what a hit costs.
 CREATE INDEX rlmm_segment_epochs_lookup_idx ON rlmm_segment_epochs
-    USING gist (topic_id, partition, epoch, int8range(first_offset, last_offset, '[]'))
+    (topic_id, partition, epoch, first_offset, finished_version) INCLUDE (last_offset, segment_id)
     WHERE state = 1;
 -- HighestOffsetForEpoch: the largest end offset of a finished segment carrying the epoch.
 CREATE INDEX rlmm_segment_epochs_highest_idx ON rlmm_segment_epochs (topic_id, partition, epoch, segment_end_offset)

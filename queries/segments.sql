@@ -1,13 +1,16 @@
 -- name: SegmentAdd :one
 -- Adds a segment in one statement: bumps (or creates) the partition row,
--- which also locks it, unless the partition has a delete record; inserts the
+-- which also locks it, unless the partition has a delete record, and widens
+-- its max_epoch_span to the longest epoch range of the segment; inserts the
 -- segment and one row per epoch. No row back: the partition has a delete
 -- record. A taken segment id fails on rlmm_segments_segment_id_key.
 WITH partition_row AS (
-    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version)
-    VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1)
+    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span)
+    VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1, @max_epoch_span::bigint)
     ON CONFLICT (topic_id, partition) DO UPDATE
-    SET version = p.version + 1, updated_at = now()
+    SET version = p.version + 1,
+        max_epoch_span = greatest(p.max_epoch_span, excluded.max_epoch_span),
+        updated_at = now()
     WHERE p.delete_state IS NULL
     RETURNING p.version
 ), segment AS (
@@ -76,16 +79,20 @@ SELECT
     coalesce((SELECT lp.delete_state FROM locked_partition lp), -1)::smallint AS delete_state;
 
 -- name: SegmentLookup :one
--- The finished segment whose range of @epoch contains @offset; among
+-- The finished segment whose range of @epoch contains @lookup_offset; among
 -- overlapping ones, the range that starts latest, then the one finished last.
+-- Only ranges starting in [offset - max_epoch_span, offset] can contain the
+-- offset, so the backward index scan stops there, hit or miss.
 SELECT sqlc.embed(s)
-FROM rlmm_segment_epochs e
+FROM rlmm_partitions p
+JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
 JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
-  AND e.state = 1
-  AND int8range(e.first_offset, e.last_offset, '[]') @> @lookup_offset::bigint
-  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+  AND p.delete_state IS DISTINCT FROM 2
+  AND e.epoch = @epoch::integer AND e.state = 1
+  AND e.first_offset <= @lookup_offset::bigint
+  AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
+  AND e.last_offset >= @lookup_offset::bigint
 ORDER BY e.first_offset DESC, e.finished_version DESC
 LIMIT 1;
 
@@ -132,16 +139,21 @@ WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.e
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2);
 
 -- name: SegmentNextWithTxnIndex :one
--- Walks the lookups of @epoch from @offset (each step looks up the offset
--- after the previous segment's end) while the segments have no transaction
--- index, and returns the first one that has one. The walk stops at a miss.
+-- Walks the lookups of @epoch from @lookup_offset (each step looks up the
+-- offset after the previous segment's end) while the segments have no
+-- transaction index, and returns the first one that has one. The walk stops
+-- at a miss. Each step is the lookup of SegmentLookup.
 WITH RECURSIVE walk AS (
     (SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
-     FROM rlmm_segment_epochs e
+     FROM rlmm_partitions p
+     JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
      JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
-       AND e.state = 1
-       AND int8range(e.first_offset, e.last_offset, '[]') @> @lookup_offset::bigint
+     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+       AND p.delete_state IS DISTINCT FROM 2
+       AND e.epoch = @epoch::integer AND e.state = 1
+       AND e.first_offset <= @lookup_offset::bigint
+       AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
+       AND e.last_offset >= @lookup_offset::bigint
      ORDER BY e.first_offset DESC, e.finished_version DESC
      LIMIT 1)
     UNION ALL
@@ -149,11 +161,14 @@ WITH RECURSIVE walk AS (
     FROM walk,
     LATERAL (
         SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
-        FROM rlmm_segment_epochs e
+        FROM rlmm_partitions p
+        JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
         JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-        WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
-          AND e.state = 1
-          AND int8range(e.first_offset, e.last_offset, '[]') @> (walk.segment_end_offset + 1)
+        WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+          AND e.epoch = @epoch::integer AND e.state = 1
+          AND e.first_offset <= walk.segment_end_offset + 1
+          AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
+          AND e.last_offset >= walk.segment_end_offset + 1
         ORDER BY e.first_offset DESC, e.finished_version DESC
         LIMIT 1
     ) AS next
@@ -163,6 +178,4 @@ SELECT sqlc.embed(s)
 FROM walk
 JOIN rlmm_segments s ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = walk.segment_id
 WHERE NOT walk.txn_index_empty
-  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
 LIMIT 1;
