@@ -1,0 +1,56 @@
+// Package remotestorage keeps the metadata of Kafka tiered storage (KIP-405
+// remote log segments) in PostgreSQL, for brokers of a Kafka-compatible
+// system that share one database.
+//
+// # Managers
+//
+// Two implementations satisfy [RemoteLogMetadataManager] and
+// [KafkaExtensions], with the same behaviour:
+//
+//   - [PgManager] stores everything in PostgreSQL. Any number of managers, in
+//     any number of processes, may share one database. Every operation that
+//     succeeds is one round trip: one SQL statement, whose WHERE clause
+//     enforces the state machine.
+//   - [InMemoryManager] is the reference implementation, in memory.
+//
+// # Segment lifecycle
+//
+// A segment is added in COPY_SEGMENT_STARTED and moves through the
+// transitions of statemachine.go, the single source of truth (the SQL
+// statements receive their allowed from-states from it):
+//
+//	COPY_SEGMENT_STARTED   → COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED
+//	COPY_SEGMENT_FINISHED  → COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED
+//	DELETE_SEGMENT_STARTED → DELETE_SEGMENT_STARTED, DELETE_SEGMENT_FINISHED
+//	DELETE_SEGMENT_FINISHED → DELETE_SEGMENT_FINISHED
+//
+// Self-transitions are idempotent retries. A segment in
+// DELETE_SEGMENT_FINISHED is forgotten by every query; its id stays taken.
+//
+// # Queries
+//
+// Only COPY_SEGMENT_FINISHED segments answer offset lookups. The range of
+// epoch e in segment s runs from s.SegmentLeaderEpochs[e] to the start of the
+// next larger epoch minus one, or to s.EndOffset. Where several finished
+// segments hold an offset, the one whose range starts latest wins, then the
+// one whose first COPY_SEGMENT_FINISHED was applied last.
+//
+// # Partition delete
+//
+// A partition moves none → DELETE_PARTITION_MARKED → DELETE_PARTITION_STARTED
+// → DELETE_PARTITION_FINISHED. Once marked it refuses adds; at FINISHED every
+// one of its segments is forgotten.
+//
+// # Errors
+//
+// Errors wrap one of the sentinels ([ErrInvalidAdd], [ErrSegmentNotFound],
+// [ErrInvalidSegmentTransition], [ErrInvalidPartitionDeleteTransition],
+// [ErrNotReady], [ErrIO]); match them with errors.Is. A store failure wraps
+// ErrIO and the driver's error, so errors.As to *pgconn.PgError and
+// errors.Is(err, context.Canceled) keep working.
+//
+// # Schema
+//
+// [Migrate] applies the embedded goose migrations; [NewPgManager] refuses a
+// database whose schema is not at [SchemaVersion].
+package remotestorage
