@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// inspectData is what seedInspectData wrote.
+type inspectData struct {
+	orders remotestorage.TopicIDPartition // a live partition
+	gone   remotestorage.TopicIDPartition // a deleted partition
+	// orders: s[0] forgotten (DELETE_SEGMENT_FINISHED), s[1] epoch 0,
+	// s[2] epochs 0 (2000-2499) and 1 (2500-2999), s[3] epoch 1,
+	// s[4] epoch 1 still COPY_SEGMENT_STARTED. gone: s[5] forgotten by
+	// DELETE_SEGMENT_FINISHED, s[6] by the partition's delete.
+	s [7]uuid.UUID
+}
+
+// seedInspectData writes segments through the library, as brokers would.
+func seedInspectData(t *testing.T, dsn string) inspectData {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	m, err := remotestorage.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	defer m.Close()
+
+	d := inspectData{
+		orders: remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0},
+		gone:   remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "gone", Partition: 0},
+	}
+	for i := range d.s {
+		d.s[i] = uuid.New()
+	}
+	now := time.Now().UnixMilli()
+	add := func(tp remotestorage.TopicIDPartition, i int, start int64, epochs map[remotestorage.LeaderEpoch]int64, states ...remotestorage.RemoteLogSegmentState) {
+		id := remotestorage.RemoteLogSegmentID{TopicIDPartition: tp, ID: d.s[i]}
+		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
+			SegmentID: id, StartOffset: start, EndOffset: start + 999, MaxTimestampMs: now,
+			BrokerID: 1, EventTimestampMs: now, SegmentSizeInBytes: int32(1000 * (i + 1)),
+			CustomMetadata: []byte("custom-metadata"), State: remotestorage.CopySegmentStarted,
+			SegmentLeaderEpochs: epochs, TxnIndexEmpty: true,
+		}))
+		for _, st := range states {
+			require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
+				SegmentID: id, EventTimestampMs: now, State: st, BrokerID: 2,
+			}))
+		}
+	}
+	type E = map[remotestorage.LeaderEpoch]int64
+	fin := remotestorage.CopySegmentFinished
+	add(d.orders, 0, 0, E{0: 0}, fin, remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished)
+	add(d.orders, 1, 1000, E{0: 1000}, fin)
+	add(d.orders, 2, 2000, E{0: 2000, 1: 2500}, fin)
+	add(d.orders, 3, 3000, E{1: 3000}, fin)
+	add(d.orders, 4, 4000, E{1: 4000})
+	add(d.gone, 5, 0, E{0: 0}, fin)
+	add(d.gone, 6, 1000, E{0: 1000}, fin)
+	for _, st := range []remotestorage.RemotePartitionDeleteState{remotestorage.DeletePartitionMarked} {
+		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{
+			TopicIDPartition: d.gone, State: st, EventTimestampMs: now, BrokerID: 0}))
+	}
+	for _, st := range []remotestorage.RemoteLogSegmentState{remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished} {
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
+			SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: d.gone, ID: d.s[5]}, EventTimestampMs: now, State: st, BrokerID: 2,
+		}))
+	}
+	for _, st := range []remotestorage.RemotePartitionDeleteState{remotestorage.DeletePartitionStarted, remotestorage.DeletePartitionFinished} {
+		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{
+			TopicIDPartition: d.gone, State: st, EventTimestampMs: now, BrokerID: 2}))
+	}
+	return d
+}
+
+func TestSegmentsList(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	d := seedInspectData(t, dsn)
+	p := func(extra ...string) []string {
+		return append([]string{"segments", "list", "--topic-id", d.orders.TopicID.String(), "--partition", "0"}, extra...)
+	}
+	listIDs := func(args ...string) []uuid.UUID {
+		var segs []segmentView
+		require.NoError(t, json.Unmarshal([]byte(ok(t, dsn, append(args, "-o", "json")...)), &segs))
+		ids := make([]uuid.UUID, len(segs))
+		for i, s := range segs {
+			ids[i] = s.SegmentID
+		}
+		return ids
+	}
+
+	table := ok(t, dsn, p()...)
+	require.Contains(t, table, "4 segments in orders-0")
+	require.Contains(t, table, "0:2000-2499 1:2500-2999")
+	require.NotContains(t, table, d.s[0].String(), "forgotten")
+
+	require.Equal(t, []uuid.UUID{d.s[1], d.s[2], d.s[3], d.s[4]}, listIDs(p()...))
+	require.Equal(t, []uuid.UUID{d.s[2], d.s[3], d.s[4]}, listIDs(p("--epoch", "1")...))
+	require.Equal(t, []uuid.UUID{d.s[1], d.s[2], d.s[3]}, listIDs(p("--state", "COPY_SEGMENT_FINISHED")...))
+	require.Equal(t, []uuid.UUID{d.s[4]}, listIDs(p("--state", "copy_started")...))
+	require.Empty(t, listIDs(p("--epoch", "7")...))
+
+	// The same partition by Kafka's form of the id, and by name.
+	kafkaForm := []string{"segments", "list", "--topic-id", kafkaTopicID(d.orders.TopicID), "--partition", "0"}
+	require.Equal(t, []uuid.UUID{d.s[1], d.s[2], d.s[3], d.s[4]}, listIDs(kafkaForm...))
+	require.Equal(t, []uuid.UUID{d.s[1], d.s[2], d.s[3], d.s[4]}, listIDs("segments", "list", "--topic", "orders", "--partition", "0"))
+
+	// A deleted partition lists nothing; an unknown topic name is "not found".
+	require.Contains(t, ok(t, dsn, "segments", "list", "--topic", "gone", "--partition", "0"), "no segments")
+	r := rlmmctl(t, nil, "--database-url", dsn, "segments", "list", "--topic", "nosuch", "--partition", "0")
+	require.Equal(t, exitNotFound, r.code, r.output())
+
+	r = rlmmctl(t, nil, "--database-url", dsn, "segments", "list", "--topic-id", "nonsense", "--partition", "0")
+	require.Equal(t, exitUsage, r.code, r.output())
+	r = rlmmctl(t, nil, "--database-url", dsn, "segments", "list", "--topic", "orders", "--partition", "0", "--state", "BOGUS")
+	require.Equal(t, exitUsage, r.code, r.output())
+}
+
+func TestLookupAndHighestOffset(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	d := seedInspectData(t, dsn)
+	lookup := func(epoch, offset int64) result {
+		return rlmmctl(t, nil, "--database-url", dsn, "lookup", "--topic-id", kafkaTopicID(d.orders.TopicID),
+			"--partition", "0", "--epoch", fmt.Sprint(epoch), "--offset", fmt.Sprint(offset))
+	}
+
+	hit := lookup(0, 2499)
+	require.Equal(t, 0, hit.code, hit.output())
+	require.Contains(t, hit.stdout, "is in segment "+d.s[2].String())
+	require.Contains(t, hit.stdout, "offsets 2500-2999") // epoch 1's range, shown in the detail
+	hit = lookup(1, 2500)
+	require.Equal(t, 0, hit.code, hit.output())
+	require.Contains(t, hit.stdout, d.s[2].String())
+
+	for _, miss := range []struct{ epoch, offset int64 }{
+		{0, 2500}, // epoch 1's part of s[2]
+		{0, 500},  // forgotten s[0]
+		{1, 4500}, // s[4] still copying
+		{1, 9999}, // beyond the end
+	} {
+		r := lookup(miss.epoch, miss.offset)
+		require.Equal(t, exitNotFound, r.code, r.output())
+		require.Contains(t, r.stdout, fmt.Sprintf("no segment holds offset %d of epoch %d", miss.offset, miss.epoch))
+		require.Empty(t, r.stderr)
+	}
+
+	var answer struct {
+		Found   bool
+		Segment *segmentView
+	}
+	r := rlmmctl(t, nil, "--database-url", dsn, "lookup", "--topic", "orders", "--partition", "0", "--epoch", "1", "--offset", "3500", "-o", "json")
+	require.Equal(t, 0, r.code, r.output())
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &answer))
+	require.True(t, answer.Found)
+	require.Equal(t, d.s[3], answer.Segment.SegmentID)
+
+	r = rlmmctl(t, nil, "--database-url", dsn, "lookup", "--topic", "orders", "--partition", "0", "--epoch", "1")
+	require.Equal(t, exitUsage, r.code, r.output())
+	require.Contains(t, r.stderr, "--offset is required")
+
+	highest := func(extra ...string) result {
+		return rlmmctl(t, nil, append([]string{"--database-url", dsn, "highest-offset", "--topic-id", d.orders.TopicID.String(), "--partition", "0"}, extra...)...)
+	}
+	r = highest("--epoch", "0")
+	require.Equal(t, 0, r.code, r.output())
+	require.Regexp(t, `(?m)^0\s+2999$`, r.stdout)
+	r = highest("--epoch", "1")
+	require.Equal(t, 0, r.code, r.output())
+	require.Regexp(t, `(?m)^1\s+3999$`, r.stdout) // s[4] is not finished
+	r = highest("--epoch", "5")
+	require.Equal(t, exitNotFound, r.code, r.output())
+	require.Contains(t, r.stdout, "no finished segment carries epoch 5")
+	r = highest()
+	require.Equal(t, 0, r.code, r.output())
+	require.Regexp(t, `(?m)^0\s+2999$`, r.stdout)
+	require.Regexp(t, `(?m)^1\s+3999$`, r.stdout)
+	r = highest("--epoch", "1", "-o", "json")
+	require.JSONEq(t, `{"epoch":1,"found":true,"highest_offset":3999}`, r.stdout)
+}
+
+func TestPartitionsList(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	d := seedInspectData(t, dsn)
+
+	table := ok(t, dsn, "partitions", "list")
+	require.Regexp(t, `(?m)^gone\s+0\s+`+d.gone.TopicID.String()+`\s+`+kafkaTopicID(d.gone.TopicID)+`\s+0\s+1\s+0\s+1\s+0 B\s+DELETE_PARTITION_FINISHED\s`, table)
+	// orders: s4 copying, s1-s3 finished, s0 forgotten; bytes of s1-s4.
+	require.Regexp(t, `(?m)^orders\s+0\s+`+d.orders.TopicID.String()+`\s+\S+\s+1\s+3\s+0\s+1\s+13\.7 KiB\s+NONE\s`, table)
+
+	var parts []partitionSummary
+	require.NoError(t, json.Unmarshal([]byte(ok(t, dsn, "partitions", "list", "--topic-id", kafkaTopicID(d.orders.TopicID), "-o", "json")), &parts))
+	require.Len(t, parts, 1)
+	require.Equal(t, "orders", parts[0].Topic)
+	require.EqualValues(t, 3, parts[0].Segments["COPY_SEGMENT_FINISHED"])
+	require.EqualValues(t, (2+3+4+5)*1000, parts[0].LiveBytes)
+	require.Equal(t, "NONE", parts[0].DeleteState)
+	require.WithinDuration(t, time.Now(), parts[0].LastChange, time.Minute)
+
+	require.Contains(t, ok(t, dsn, "partitions", "list", "--topic", "nosuch"), "no partitions")
+}
+
+func TestSegmentsGet(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	d := seedInspectData(t, dsn)
+
+	out := ok(t, dsn, "segments", "get", d.s[2].String())
+	for _, want := range []string{
+		"state:", "COPY_SEGMENT_FINISHED", "forgotten:", "no",
+		"leader epoch 0:", "offsets 2000-2499", "leader epoch 1:", "offsets 2500-2999",
+		kafkaTopicID(d.orders.TopicID), "custom metadata:", "15 bytes", "partition delete state:", "NONE",
+	} {
+		require.Contains(t, out, want)
+	}
+	require.Regexp(t, `forgotten:\s+yes`, ok(t, dsn, "segments", "get", d.s[0].String()))
+	require.Regexp(t, `forgotten:\s+yes`, ok(t, dsn, "segments", "get", d.s[6].String()), "forgotten through the partition's delete")
+
+	var v segmentView
+	require.NoError(t, json.Unmarshal([]byte(ok(t, dsn, "segments", "get", d.s[6].String(), "-o", "json")), &v))
+	require.Equal(t, "COPY_SEGMENT_FINISHED", v.State)
+	require.Equal(t, "DELETE_PARTITION_FINISHED", v.PartitionDeleteState)
+	require.True(t, *v.Forgotten)
+	require.Equal(t, []epochView{{Epoch: 0, FirstOffset: 1000, LastOffset: 1999}}, v.LeaderEpochs)
+
+	missing := uuid.New()
+	r := rlmmctl(t, nil, "--database-url", dsn, "segments", "get", missing.String())
+	require.Equal(t, exitNotFound, r.code, r.output())
+	require.Contains(t, r.stderr, "segment "+missing.String()+" not found")
+
+	r = rlmmctl(t, nil, "--database-url", dsn, "segments", "get", "not-a-uuid")
+	require.Equal(t, exitUsage, r.code, r.output())
+	r = rlmmctl(t, nil, "--database-url", dsn, "segments", "get")
+	require.Equal(t, exitUsage, r.code, r.output())
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+func TestMigrateUpThenStatusOnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewEmptyDatabase(t)
+
+	before := ok(t, dsn, "migrate", "status")
+	require.Contains(t, before, "pending")
+	require.Contains(t, before, "00001_create_rlmm_tables.sql")
+	require.Contains(t, before, "run `rlmmctl migrate up`")
+
+	// A broker's library refuses the unmigrated database, pointing here.
+	r := rlmmctl(t, nil, "--database-url", dsn, "segments", "list", "--topic-id", "b9Yw3cT7RIWqrVNH8pz5Ug", "--partition", "0")
+	require.Equal(t, exitFailure, r.code, r.output())
+	require.Contains(t, r.stderr, "rlmmctl migrate up")
+
+	// Up through DATABASE_URL, status through the PG* variables: all three
+	// ways of naming the database reach the same one.
+	r = rlmmctl(t, []string{"DATABASE_URL=" + dsn}, "migrate", "up")
+	require.Equal(t, 0, r.code, r.output())
+	require.Contains(t, r.stdout, "migrated the schema from version 0 to 1")
+	require.Contains(t, r.stdout, "(from DATABASE_URL)")
+
+	r = rlmmctl(t, pgEnv(t, dsn), "migrate", "status")
+	require.Equal(t, 0, r.code, r.output())
+	require.Contains(t, r.stdout, "applied")
+	require.NotContains(t, r.stdout, "pending")
+	require.Contains(t, r.stdout, "schema version 1: up to date")
+
+	require.Contains(t, ok(t, dsn, "migrate", "up"), "already at version 1")
+}
+
+func TestMigrateDown(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	seedInspectData(t, dsn)
+
+	// Data in the tables: down refuses without --force.
+	r := rlmmctl(t, nil, "--database-url", dsn, "migrate", "down")
+	require.Equal(t, exitFailure, r.code, r.output())
+	require.Contains(t, r.stderr, "--force")
+	require.Contains(t, ok(t, dsn, "migrate", "status"), "up to date")
+
+	require.Contains(t, ok(t, dsn, "migrate", "down", "--force"), "rolled back")
+	require.Contains(t, ok(t, dsn, "migrate", "status"), "pending")
+	require.Contains(t, ok(t, dsn, "migrate", "down"), "nothing to roll back")
+	require.Contains(t, ok(t, dsn, "migrate", "up"), "from version 0 to 1")
+}
+
+func TestMigrateSQL(t *testing.T) {
+	t.Parallel()
+	// No database needed.
+	r := rlmmctl(t, nil, "migrate", "sql")
+	require.Equal(t, 0, r.code, r.output())
+	sql := r.stdout
+	for _, want := range []string{
+		"CREATE TABLE rlmm_partitions", "CREATE TABLE rlmm_segments", "CREATE TABLE rlmm_segment_epochs",
+		"BEGIN;", "COMMIT;", "INSERT INTO rlmm_goose_db_version (version_id, is_applied) VALUES (1, true);",
+	} {
+		require.Contains(t, sql, want)
+	}
+	require.NotContains(t, sql, "+goose")
+	require.NotContains(t, sql, "DROP TABLE", "only the Up sections")
+
+	require.NotContains(t, ok(t, "", "migrate", "sql", "--no-version-table"), "rlmm_goose_db_version")
+	require.Contains(t, ok(t, "", "migrate", "sql", "--after", "1"), "Nothing newer than version 1")
+
+	// What a DBA does with it: apply it with their own tool. Then the
+	// library and goose see a migrated schema.
+	dsn := pgtest.NewEmptyDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql) // no arguments: the simple protocol runs the whole script
+	require.NoError(t, err)
+
+	status := ok(t, dsn, "migrate", "status")
+	require.Contains(t, status, "schema version 1: up to date")
+	require.NotContains(t, status, "pending")
+	require.Contains(t, ok(t, dsn, "migrate", "up"), "already at version 1")
+
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	m, err := remotestorage.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	m.Close()
+}
+
+func TestParseUpSection(t *testing.T) {
+	t.Parallel()
+	s, err := parseUpSection("00007_x.sql", `-- +goose Up
+-- +goose StatementBegin
+CREATE FUNCTION f() RETURNS int AS $$ SELECT 1 $$ LANGUAGE sql;
+-- +goose StatementEnd
+-- +goose Down
+DROP FUNCTION f();
+`)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, s.version)
+	require.Equal(t, "CREATE FUNCTION f() RETURNS int AS $$ SELECT 1 $$ LANGUAGE sql;", s.sql)
+	require.False(t, s.noTransaction)
+
+	s, err = parseUpSection("00008_y.sql", "-- +goose NO TRANSACTION\n-- +goose Up\nCREATE INDEX CONCURRENTLY i ON t (c);\n")
+	require.NoError(t, err)
+	require.True(t, s.noTransaction)
+
+	_, err = parseUpSection("00009_z.sql", "-- +goose ENVSUB ON\n-- +goose Up\nSELECT '${X}';\n")
+	require.ErrorContains(t, err, "not supported")
+	_, err = parseUpSection("nover.sql", "-- +goose Up\nSELECT 1;\n")
+	require.Error(t, err)
+
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	d := seedInspectData(t, dsn)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	m, err := remotestorage.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	defer m.Close()
+
+	// Forgotten ten days ago: s0 (its own delete) and the deleted partition
+	// (s5, s6). Forgotten now, so kept by a week's retention: s7.
+	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '10 days' WHERE segment_id = ANY($1)`,
+		[]uuid.UUID{d.s[0], d.s[5]})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE rlmm_partitions SET updated_at = now() - interval '10 days' WHERE topic_id = $1`, d.gone.TopicID)
+	require.NoError(t, err)
+	s7 := remotestorage.RemoteLogSegmentID{TopicIDPartition: d.orders, ID: uuid.New()}
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
+		SegmentID: s7, StartOffset: 5000, EndOffset: 5999, SegmentSizeInBytes: 100,
+		State: remotestorage.CopySegmentStarted, SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{1: 5000},
+	}))
+	for _, st := range []remotestorage.RemoteLogSegmentState{remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished} {
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{SegmentID: s7, State: st}))
+	}
+
+	count := func(sql string, args ...any) int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n))
+		return n
+	}
+	epochRows := func(ids ...uuid.UUID) int {
+		return count(`SELECT count(*) FROM rlmm_segment_epochs WHERE segment_id = ANY($1)`, ids)
+	}
+	segmentRows := func(ids ...uuid.UUID) int {
+		return count(`SELECT count(*) FROM rlmm_segments WHERE segment_id = ANY($1)`, ids)
+	}
+	old := []uuid.UUID{d.s[0], d.s[5], d.s[6]}
+	listBefore, err := m.ListRemoteLogSegments(ctx, d.orders)
+	require.NoError(t, err)
+
+	// Dry run: a report, no change.
+	out := ok(t, dsn, "purge")
+	require.Contains(t, out, "would purge 3 segments in 2 topics")
+	require.Regexp(t, `(?m)^gone\s+`+d.gone.TopicID.String()+` \(`+kafkaTopicID(d.gone.TopicID)+`\)\s+2\s+`, out)
+	require.Regexp(t, `(?m)^orders\s+\S+ \(\S+\)\s+1\s+1000 B\s+1\s+15 B$`, out)
+	require.Contains(t, out, "dry run")
+	require.Equal(t, 3, epochRows(old...))
+
+	// Apply, keeping the ids taken: epoch rows and custom metadata go, the
+	// segment rows stay, and the brokers see no difference.
+	out = ok(t, dsn, "purge", "--apply")
+	require.Contains(t, out, "purged 3 segments in 2 topics")
+	require.Equal(t, 0, epochRows(old...))
+	require.Equal(t, 3, segmentRows(old...))
+	require.Equal(t, 0, count(`SELECT count(*) FROM rlmm_segments WHERE segment_id = ANY($1) AND custom_metadata IS NOT NULL`, old))
+	require.Equal(t, 1, epochRows(s7.ID), "forgotten less than a week ago")
+	listAfter, err := m.ListRemoteLogSegments(ctx, d.orders)
+	require.NoError(t, err)
+	require.Equal(t, listBefore, listAfter)
+	err = m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
+		SegmentID:   remotestorage.RemoteLogSegmentID{TopicIDPartition: d.orders, ID: d.s[0]},
+		StartOffset: 0, EndOffset: 999, State: remotestorage.CopySegmentStarted,
+		SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 0},
+	})
+	require.ErrorIs(t, err, remotestorage.ErrInvalidAdd, "a purged id stays taken")
+	// A late retry of the final update still succeeds, as before the purge.
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
+		SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: d.orders, ID: d.s[0]}, State: remotestorage.DeleteSegmentFinished}))
+	// That retry was a write: it restarted s0's retention clock. Back-date again.
+	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '10 days' WHERE segment_id = $1`, d.s[0])
+	require.NoError(t, err)
+
+	require.Contains(t, ok(t, dsn, "purge", "--apply"), "nothing to purge")
+
+	// --drop-ids deletes the rows; the recent s7 still stays.
+	require.Contains(t, ok(t, dsn, "purge", "--drop-ids"), "would purge 3 segments")
+	out = ok(t, dsn, "purge", "--apply", "--drop-ids", "--batch-size", "2")
+	require.Contains(t, out, "purged 3 segments in 2 topics")
+	require.Contains(t, out, "purged in 2 transactions")
+	require.Equal(t, 0, segmentRows(old...))
+	require.Equal(t, 1, segmentRows(s7.ID))
+	// The deleted partition keeps its row: it must go on refusing adds.
+	require.Equal(t, 1, count(`SELECT count(*) FROM rlmm_partitions WHERE topic_id = $1 AND delete_state = 2`, d.gone.TopicID))
+
+	// A zero retention purges what was forgotten a moment ago.
+	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '1 second' WHERE segment_id = $1`, s7.ID)
+	require.NoError(t, err)
+	require.Contains(t, ok(t, dsn, "purge", "--older-than", "0s", "--apply", "--drop-ids"), "purged 1 segments")
+	require.Equal(t, 0, segmentRows(s7.ID))
+
+	r := rlmmctl(t, nil, "--database-url", dsn, "purge", "--older-than", "-1h")
+	require.Equal(t, exitUsage, r.code, r.output())
+	r = rlmmctl(t, nil, "--database-url", dsn, "purge", "--older-than", "a week")
+	require.Equal(t, exitUsage, r.code, r.output())
+}

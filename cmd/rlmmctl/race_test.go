@@ -1,0 +1,7 @@
+//go:build race
+
+package main
+
+// raceEnabled makes the tests build rlmmctl with the race detector when
+// they run with it.
+const raceEnabled = true

@@ -1,0 +1,189 @@
+package pgtest
+
+import (
+	"context"
+	"flag"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/remotestorage/migrations"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// requireMigrated checks that the pool's database has the schema at the
+// latest migration.
+func requireMigrated(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	var segments *string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass('rlmm_segments')::text").Scan(&segments))
+	require.NotNil(t, segments, "table rlmm_segments is missing")
+	var version int64
+	require.NoError(t, pool.QueryRow(ctx,
+		"SELECT max(version_id) FROM "+migrations.VersionTable+" WHERE is_applied").Scan(&version))
+	require.Equal(t, migrations.Latest(), version)
+}
+
+func TestParallelTestsGetDifferentMigratedDatabases(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	names := map[string]bool{}
+	t.Run("group", func(t *testing.T) {
+		for _, name := range []string{"a", "b"} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				pool := NewPool(t)
+				requireMigrated(t, pool)
+				var db string
+				require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_database()").Scan(&db))
+				mu.Lock()
+				names[db] = true
+				mu.Unlock()
+			})
+		}
+	})
+	require.Len(t, names, 2)
+}
+
+func TestWritesAreIsolated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := NewPool(t), NewPool(t)
+	_, err := a.Exec(ctx, `INSERT INTO rlmm_partitions (topic_id, partition, topic) VALUES (gen_random_uuid(), 0, 'isolated')`)
+	require.NoError(t, err)
+
+	count := func(pool *pgxpool.Pool) int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM rlmm_partitions").Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, count(a))
+	require.Equal(t, 0, count(b))
+}
+
+func TestDatabaseIsDroppedAtCleanup(t *testing.T) {
+	t.Parallel()
+	var name string
+	t.Run("inner", func(t *testing.T) {
+		pool := NewPool(t)
+		require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_database()").Scan(&name))
+	})
+	conn, err := pgx.Connect(context.Background(), Server(t).AdminURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var exists bool
+	require.NoError(t, conn.QueryRow(context.Background(),
+		"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists))
+	require.False(t, exists, "database %s still exists", name)
+}
+
+func TestNewEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, NewEmptyDatabase(t))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var tables int
+	require.NoError(t, conn.QueryRow(ctx,
+		"SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&tables))
+	require.Zero(t, tables)
+
+	// The migrations apply to it (what migration tests do).
+	db := stdlib.OpenDB(*conn.Config())
+	defer db.Close()
+	require.NoError(t, migrations.Up(ctx, db))
+	var version int64
+	require.NoError(t, conn.QueryRow(ctx,
+		"SELECT max(version_id) FROM "+migrations.VersionTable+" WHERE is_applied").Scan(&version))
+	require.Equal(t, migrations.Latest(), version)
+}
+
+func TestServer(t *testing.T) {
+	t.Parallel()
+	info := Server(t)
+	require.NotEmpty(t, info.AdminURL)
+	switch info.Kind {
+	case FromLocal:
+		require.NotNil(t, info.Cluster)
+		require.True(t, info.Cluster.Running())
+	case FromDocker, FromDatabaseURL:
+		require.Nil(t, info.Cluster)
+	default:
+		t.Fatalf("unknown kind %q", info.Kind)
+	}
+	t.Logf("server: %s %s", info.Kind, info.AdminURL)
+}
+
+// TestCloneTiming logs what NewDatabase costs, one at a time and from eight
+// parallel subtests (at most -test.parallel run at once). Figures are in the
+// doc comment of NewDatabase.
+func TestCloneTiming(t *testing.T) {
+	t.Parallel()
+	Server(t) // start and build the template outside the timings
+	NewDatabase(t)
+
+	var sequential []time.Duration
+	for range 5 {
+		start := time.Now()
+		NewDatabase(t)
+		sequential = append(sequential, time.Since(start))
+	}
+	t.Logf("sequential clones: %v", sequential)
+
+	var mu sync.Mutex
+	var parallel []time.Duration
+	t.Run("parallel", func(t *testing.T) {
+		for range 8 {
+			t.Run("clone", func(t *testing.T) {
+				t.Parallel()
+				start := time.Now()
+				NewDatabase(t)
+				mu.Lock()
+				parallel = append(parallel, time.Since(start))
+				mu.Unlock()
+			})
+		}
+	})
+	t.Logf("8 parallel clones, -test.parallel=%v: %v", flag.Lookup("test.parallel").Value, parallel)
+}
+
+func BenchmarkNewDatabase(b *testing.B) {
+	Server(b)
+	for b.Loop() {
+		NewDatabase(b)
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://u:p@h:5432/app?sslmode=disable", "postgres://u:p@h:5432/other?sslmode=disable"},
+		{"postgresql://u@h/app", "postgresql://u@h/other"},
+		{"postgres://postgres@/postgres?host=%2Ftmp%2Fs&port=5432", "postgres://postgres@/other?host=%2Ftmp%2Fs&port=5432"},
+		{"postgres://u@h/?dbname=app&sslmode=disable", "postgres://u@h/other?sslmode=disable"},
+		{"host=/tmp/s user=postgres dbname=app", "host=/tmp/s user=postgres dbname=app dbname='other'"},
+	} {
+		got, err := withDatabase(tc.in, "other")
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got)
+		cfg, err := pgx.ParseConfig(got)
+		require.NoError(t, err)
+		require.Equal(t, "other", cfg.Database)
+	}
+}
+
+func TestDatabaseName(t *testing.T) {
+	t.Parallel()
+	a := databaseName("TestSomething/with spaces & a very long name that goes on and on and on")
+	b := databaseName("TestSomething/with spaces & a very long name that goes on and on and on")
+	require.NotEqual(t, a, b)
+	require.LessOrEqual(t, len(a), 63)
+	require.Regexp(t, `^t_testsomething_with_spaces_[a-z0-9_]+_[0-9a-f]{12}$`, a)
+}

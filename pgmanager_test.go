@@ -1,0 +1,336 @@
+package remotestorage_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/rlmmtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestPgManagerConformance(t *testing.T) {
+	t.Parallel()
+	// The suite's subtests use fresh random topic and segment ids, so they
+	// share one database (a clone per subtest costs 0.2-1 s here), each with
+	// a manager of its own.
+	pool := pgtest.NewPool(t)
+	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
+		m, err := rs.NewPgManager(t.Context(), pool, opts...)
+		require.NoError(t, err)
+		t.Cleanup(m.Close)
+		return m
+	})
+}
+
+// statementCounter counts the statements a pool sends: each query, batch,
+// prepare or copy is at least one round trip.
+type statementCounter struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	last []recordedQuery
+}
+
+type recordedQuery struct {
+	sql  string
+	args []any
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	c.mu.Lock()
+	c.last = append(c.last, recordedQuery{sql: data.SQL, args: data.Args})
+	c.mu.Unlock()
+	return ctx
+}
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *statementCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *statementCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+func (c *statementCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *statementCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
+
+// take returns the statements counted since the last take, and their text.
+func (c *statementCounter) take() (int64, []recordedQuery) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last := c.last
+	c.last = nil
+	return c.n.Swap(0), last
+}
+
+// newCountingPool opens a one-connection pool on dsn that counts statements.
+func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *statementCounter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	counter := &statementCounter{}
+	cfg.ConnConfig.Tracer = counter
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, counter
+}
+
+func testTP(partition int32) rs.TopicIDPartition {
+	return rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: partition}
+}
+
+func segment(tp rs.TopicIDPartition, start, end int64, epochs map[rs.LeaderEpoch]int64) rs.RemoteLogSegmentMetadata {
+	return rs.RemoteLogSegmentMetadata{
+		SegmentID:           rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
+		StartOffset:         start,
+		EndOffset:           end,
+		SegmentSizeInBytes:  1024,
+		State:               rs.CopySegmentStarted,
+		SegmentLeaderEpochs: epochs,
+		TxnIndexEmpty:       true,
+	}
+}
+
+func update(s rs.RemoteLogSegmentMetadata, state rs.RemoteLogSegmentState) rs.RemoteLogSegmentMetadataUpdate {
+	return rs.RemoteLogSegmentMetadataUpdate{SegmentID: s.SegmentID, State: state, BrokerID: 1, EventTimestampMs: 1}
+}
+
+// TestPgManagerOneRoundTrip checks that every operation that succeeds sends
+// exactly one statement once the connection has prepared it, and that a
+// refused write spends at most two.
+func TestPgManagerOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, counter := newCountingPool(t, pgtest.NewDatabase(t))
+	m, err := rs.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	tp := testTP(0)
+
+	// Every operation, run twice: the first run prepares the statement on the
+	// connection (pgx's statement cache), the second must be one round trip.
+	ops := []struct {
+		name     string
+		run      func(i int) error
+		maxTrips int64
+	}{
+		{"Add", func(i int) error {
+			return m.AddRemoteLogSegmentMetadata(ctx, segment(tp, int64(i)*100, int64(i)*100+99, map[rs.LeaderEpoch]int64{0: int64(i) * 100, 1: int64(i)*100 + 50}))
+		}, 1},
+		{"Update", func(i int) error {
+			segs, err := m.ListRemoteLogSegments(ctx, tp)
+			if err != nil {
+				return err
+			}
+			counter.take()
+			return m.UpdateRemoteLogSegmentMetadata(ctx, update(segs[i], rs.CopySegmentFinished))
+		}, 1},
+		{"UpdateRefused", func(i int) error {
+			segs, err := m.ListRemoteLogSegments(ctx, tp)
+			if err != nil {
+				return err
+			}
+			counter.take()
+			if err := m.UpdateRemoteLogSegmentMetadata(ctx, update(segs[i], rs.DeleteSegmentFinished)); !errors.Is(err, rs.ErrInvalidSegmentTransition) {
+				return fmt.Errorf("want ErrInvalidSegmentTransition, got %v", err)
+			}
+			return nil
+		}, 1},
+		{"Lookup", func(i int) error {
+			_, ok, err := m.RemoteLogSegmentMetadata(ctx, tp, 1, int64(i)*100+60)
+			if err == nil && !ok {
+				err = errors.New("lookup missed")
+			}
+			return err
+		}, 1},
+		{"LookupMiss", func(i int) error { _, _, err := m.RemoteLogSegmentMetadata(ctx, tp, 7, 10); return err }, 1},
+		{"HighestOffsetForEpoch", func(int) error { _, _, err := m.HighestOffsetForEpoch(ctx, tp, 1); return err }, 1},
+		{"ListRemoteLogSegments", func(int) error { _, err := m.ListRemoteLogSegments(ctx, tp); return err }, 1},
+		{"ListRemoteLogSegmentsByEpoch", func(int) error { _, err := m.ListRemoteLogSegmentsByEpoch(ctx, tp, 0); return err }, 1},
+		{"CaughtUp", func(int) error { _, err := m.CaughtUp(ctx, tp); return err }, 1},
+		{"RemoteLogSize", func(int) error { _, err := m.RemoteLogSize(ctx, tp, 0); return err }, 1},
+		{"NextSegmentWithTxnIndex", func(int) error { _, _, err := m.NextSegmentWithTxnIndex(ctx, tp, 0, 0); return err }, 1},
+		{"PutPartitionDeleteMarked", func(int) error {
+			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: testTP(3), State: rs.DeletePartitionMarked})
+		}, 1},
+		{"PutPartitionDeleteRefused", func(int) error {
+			err := m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: testTP(4), State: rs.DeletePartitionFinished})
+			if !errors.Is(err, rs.ErrInvalidPartitionDeleteTransition) {
+				return fmt.Errorf("want ErrInvalidPartitionDeleteTransition, got %v", err)
+			}
+			return nil
+		}, 2},
+	}
+	for _, op := range ops {
+		for i := range 2 {
+			counter.take()
+			require.NoError(t, op.run(i), op.name)
+			trips, queries := counter.take()
+			if i == 1 {
+				require.LessOrEqualf(t, trips, op.maxTrips, "%s sent %d statements: %v", op.name, trips, queries)
+				t.Logf("%-28s %d round trip(s)", op.name, trips)
+			}
+		}
+	}
+}
+
+// TestPgManagerNoSequentialScans loads 100k segments and checks every query's
+// plan, custom and generic: no sequential scan of the segment tables, and a
+// miss reads a handful of buffers, not the epoch's history.
+func TestPgManagerNoSequentialScans(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	pool, counter := newCountingPool(t, dsn)
+	m, err := rs.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+
+	// 100 partitions × 1000 finished segments of 90 offsets with gaps of 10,
+	// ten epochs per partition, the first segment of each epoch carrying two.
+	const partitions, perPartition = 100, 1000
+	_, err = pool.Exec(ctx, `
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
+SELECT md5('topic')::uuid, p, 'bench', 2 * 1000, 89 FROM generate_series(0, 99) p;
+INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
+    broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets, added_version)
+SELECT md5('topic')::uuid, p, md5(p || '/' || i)::uuid, 'bench', i * 100, i * 100 + 89, 0, 1, 0, 1000, 1, true,
+    CASE WHEN i % 100 = 0 AND i > 0 THEN ARRAY[i / 100 - 1, i / 100] ELSE ARRAY[i / 100] END,
+    CASE WHEN i % 100 = 0 AND i > 0 THEN ARRAY[i * 100, i * 100 + 40]::bigint[] ELSE ARRAY[i * 100]::bigint[] END,
+    2 * i + 1
+FROM generate_series(0, 99) p, generate_series(0, 999) i;
+INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
+    segment_start_offset, segment_end_offset, added_version, finished_version)
+SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
+    coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
+    s.added_version, s.added_version + 1
+FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k;
+ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs;`)
+	require.NoError(t, err)
+
+	var topicID uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, "SELECT md5('topic')::uuid").Scan(&topicID))
+	tp := rs.TopicIDPartition{TopicID: topicID, Topic: "bench", Partition: 42}
+	var total int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM rlmm_segments").Scan(&total))
+	require.Equal(t, partitions*perPartition, total)
+
+	// Each case runs the operation through the manager, captures the
+	// statement it sent, and explains that statement with the same arguments.
+	cases := []struct {
+		name       string
+		run        func() error
+		maxBuffers int
+	}{
+		{"lookup hit", func() error {
+			s, ok, err := m.RemoteLogSegmentMetadata(ctx, tp, 5, 55_020)
+			if err == nil && (!ok || s.StartOffset != 55_000) {
+				err = fmt.Errorf("lookup: got %v %v", s.StartOffset, ok)
+			}
+			return err
+		}, 40},
+		{"lookup miss in a gap", func() error { return expectMiss(m.RemoteLogSegmentMetadata(ctx, tp, 5, 55_095)) }, 20},
+		{"lookup miss past the end", func() error { return expectMiss(m.RemoteLogSegmentMetadata(ctx, tp, 9, 10_000_000)) }, 20},
+		{"lookup miss in another epoch", func() error { return expectMiss(m.RemoteLogSegmentMetadata(ctx, tp, 3, 95_020)) }, 20},
+		{"lookup miss before the start", func() error { return expectMiss(m.RemoteLogSegmentMetadata(ctx, tp, 9, 0)) }, 20},
+		{"highest offset", func() error { _, _, err := m.HighestOffsetForEpoch(ctx, tp, 4); return err }, 20},
+		{"highest offset unknown epoch", func() error { _, _, err := m.HighestOffsetForEpoch(ctx, tp, 400); return err }, 20},
+		{"list by epoch", func() error { _, err := m.ListRemoteLogSegmentsByEpoch(ctx, tp, 4); return err }, 1000},
+		{"list", func() error { _, err := m.ListRemoteLogSegments(ctx, tp); return err }, 5000},
+		{"remote log size", func() error { _, err := m.RemoteLogSize(ctx, tp, 4); return err }, 1000},
+		{"next segment with txn index", func() error { _, _, err := m.NextSegmentWithTxnIndex(ctx, tp, 9, 99_000); return err }, 1000},
+		{"caught up", func() error { _, err := m.CaughtUp(ctx, tp); return err }, 20},
+	}
+	explainPool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer explainPool.Close()
+	for _, c := range cases {
+		counter.take()
+		require.NoError(t, c.run(), c.name)
+		_, queries := counter.take()
+		require.Len(t, queries, 1, c.name)
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			plan, buffers := explain(t, explainPool, mode, queries[0])
+			for _, table := range seqScannedTables(plan) {
+				require.NotContainsf(t, []string{"rlmm_segments", "rlmm_segment_epochs"}, table, "%s (%s) scans %s sequentially:\n%s", c.name, mode, table, plan)
+			}
+			require.LessOrEqualf(t, buffers, c.maxBuffers, "%s (%s) touched %d buffers:\n%s", c.name, mode, buffers, plan)
+			t.Logf("%-30s %-18s %4d buffers", c.name, mode, buffers)
+		}
+	}
+}
+
+func expectMiss(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {
+	if err == nil && ok {
+		return fmt.Errorf("expected a miss, got segment %d..%d", s.StartOffset, s.EndOffset)
+	}
+	return err
+}
+
+// seqScannedTables returns the relations a JSON plan scans sequentially.
+func seqScannedTables(plan string) []string {
+	var tables []string
+	var walk func(node map[string]any)
+	walk = func(node map[string]any) {
+		if node["Node Type"] == "Seq Scan" {
+			tables = append(tables, fmt.Sprint(node["Relation Name"]))
+		}
+		children, _ := node["Plans"].([]any)
+		for _, child := range children {
+			walk(child.(map[string]any))
+		}
+	}
+	var plans []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(plan), &plans); err != nil {
+		panic(err)
+	}
+	walk(plans[0].Plan)
+	return tables
+}
+
+// explain runs EXPLAIN (ANALYZE, BUFFERS) of q under plan_cache_mode and
+// returns the JSON plan and the shared buffers it touched.
+func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q recordedQuery) (string, int) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "SET plan_cache_mode = "+planCacheMode)
+	require.NoError(t, err)
+	// A prepared statement, so that the generic plan is what gets explained.
+	const name = "explain_statement"
+	_, err = conn.Conn().Prepare(ctx, name, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q.sql)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, conn.Conn().Deallocate(ctx, name)) }()
+	var raw []byte
+	require.NoError(t, conn.QueryRow(ctx, name, q.args...).Scan(&raw))
+	var plans []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &plans))
+	top := plans[0].Plan
+	buffers := int(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64))
+	return string(raw), buffers
+}
