@@ -39,9 +39,8 @@ func TestDemoAgainstDatabaseURL(t *testing.T) {
 
 func TestDemoThrowawayCluster(t *testing.T) {
 	t.Parallel()
-	if _, err := pgcluster.FindBinDir(); err != nil {
-		t.Skipf("no local PostgreSQL server binaries for a throwaway cluster: %v", err)
-	}
+	_, err := pgcluster.FindBinDir()
+	require.NoError(t, err, "the demo needs the PostgreSQL server binaries for a throwaway cluster")
 	r := rlmmctl(t, nil, "demo", "--brokers", "2", "--topics", "2", "--partitions", "1", "--segments", "4")
 	require.Equal(t, 0, r.code, r.output())
 	for _, h := range demoHeadings {
@@ -51,6 +50,6 @@ func TestDemoThrowawayCluster(t *testing.T) {
 	require.Contains(t, r.stdout, "stopped and deleted")
 	m := regexp.MustCompile(`throwaway cluster in (\S+),`).FindStringSubmatch(r.stdout)
 	require.NotNil(t, m, r.stdout)
-	_, err := os.Stat(m[1])
+	_, err = os.Stat(m[1])
 	require.ErrorIs(t, err, os.ErrNotExist, "the cluster's directory is removed")
 }
