@@ -67,6 +67,10 @@ type RlmmSegment struct {
 	EpochStartOffsets []int64
 	// Partition version of the add: orders segments that start at the same offset.
 	AddedVersion int64
+	// Partition version of the segment's first COPY_SEGMENT_FINISHED; NULL: never finished.
+	FinishedVersion pgtype.Int8
+	// Partition version of the latest write to the segment: the partition's change feed (segments with last_version > v changed after v).
+	LastVersion int64
 	// When the segment was added.
 	CreatedAt pgtype.Timestamptz
 	// When the segment was last written to.

@@ -11,6 +11,69 @@ import (
 	"github.com/google/uuid"
 )
 
+const partitionChanges = `-- name: PartitionChanges :many
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+FROM rlmm_segments s
+WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
+  AND s.last_version > $3::bigint
+ORDER BY s.last_version
+`
+
+type PartitionChangesParams struct {
+	TopicID      uuid.UUID
+	Partition    int32
+	AfterVersion int64
+}
+
+type PartitionChangesRow struct {
+	RlmmSegment RlmmSegment
+}
+
+// The segments of a partition written after version @after_version, with the
+// epoch-map and version columns a cache needs. Read in the same snapshot as
+// PartitionGet, they bring a cache from @after_version to the partition's
+// version without a gap.
+func (q *Queries) PartitionChanges(ctx context.Context, db DBTX, arg PartitionChangesParams) ([]PartitionChangesRow, error) {
+	rows, err := db.Query(ctx, partitionChanges, arg.TopicID, arg.Partition, arg.AfterVersion)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PartitionChangesRow{}
+	for rows.Next() {
+		var i PartitionChangesRow
+		if err := rows.Scan(
+			&i.RlmmSegment.TopicID,
+			&i.RlmmSegment.Partition,
+			&i.RlmmSegment.SegmentID,
+			&i.RlmmSegment.Topic,
+			&i.RlmmSegment.StartOffset,
+			&i.RlmmSegment.EndOffset,
+			&i.RlmmSegment.MaxTimestampMs,
+			&i.RlmmSegment.BrokerID,
+			&i.RlmmSegment.EventTimestampMs,
+			&i.RlmmSegment.SegmentSizeBytes,
+			&i.RlmmSegment.CustomMetadata,
+			&i.RlmmSegment.State,
+			&i.RlmmSegment.TxnIndexEmpty,
+			&i.RlmmSegment.Epochs,
+			&i.RlmmSegment.EpochStartOffsets,
+			&i.RlmmSegment.AddedVersion,
+			&i.RlmmSegment.FinishedVersion,
+			&i.RlmmSegment.LastVersion,
+			&i.RlmmSegment.CreatedAt,
+			&i.RlmmSegment.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionDeleteUpdate = `-- name: PartitionDeleteUpdate :one
 UPDATE rlmm_partitions AS p
 SET version = p.version + 1,
@@ -20,7 +83,7 @@ SET version = p.version + 1,
     updated_at = now()
 WHERE p.topic_id = $4::uuid AND p.partition = $5::integer
   AND coalesce(p.delete_state, -1) = ANY($6::smallint[])
-RETURNING p.version
+RETURNING p.version, pg_notify('rlmm_changes', p.topic_id::text || '/' || p.partition || '/' || p.version) IS NULL AS notified
 `
 
 type PartitionDeleteUpdateParams struct {
@@ -32,9 +95,14 @@ type PartitionDeleteUpdateParams struct {
 	Allowed          []int16
 }
 
+type PartitionDeleteUpdateRow struct {
+	Version  int64
+	Notified interface{}
+}
+
 // A partition-delete transition that needs an existing record in one of
 // the @allowed states.
-func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg PartitionDeleteUpdateParams) (int64, error) {
+func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg PartitionDeleteUpdateParams) (PartitionDeleteUpdateRow, error) {
 	row := db.QueryRow(ctx, partitionDeleteUpdate,
 		arg.State,
 		arg.BrokerID,
@@ -43,9 +111,9 @@ func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg Partit
 		arg.Partition,
 		arg.Allowed,
 	)
-	var version int64
-	err := row.Scan(&version)
-	return version, err
+	var i PartitionDeleteUpdateRow
+	err := row.Scan(&i.Version, &i.Notified)
+	return i, err
 }
 
 const partitionDeleteUpsert = `-- name: PartitionDeleteUpsert :one
@@ -60,7 +128,7 @@ SET version = p.version + 1,
     delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
     updated_at = now()
 WHERE coalesce(p.delete_state, -1) = ANY($7::smallint[])
-RETURNING p.version
+RETURNING p.version, pg_notify('rlmm_changes', p.topic_id::text || '/' || p.partition || '/' || p.version) IS NULL AS notified
 `
 
 type PartitionDeleteUpsertParams struct {
@@ -73,10 +141,15 @@ type PartitionDeleteUpsertParams struct {
 	Allowed          []int16
 }
 
+type PartitionDeleteUpsertRow struct {
+	Version  int64
+	Notified interface{}
+}
+
 // A partition-delete transition that a partition with no record may make
 // too: creates the partition row when there is none. @allowed holds the
 // stored states it may come from, -1 standing for "no record".
-func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg PartitionDeleteUpsertParams) (int64, error) {
+func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg PartitionDeleteUpsertParams) (PartitionDeleteUpsertRow, error) {
 	row := db.QueryRow(ctx, partitionDeleteUpsert,
 		arg.TopicID,
 		arg.Partition,
@@ -86,9 +159,9 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 		arg.EventTimestampMs,
 		arg.Allowed,
 	)
-	var version int64
-	err := row.Scan(&version)
-	return version, err
+	var i PartitionDeleteUpsertRow
+	err := row.Scan(&i.Version, &i.Notified)
+	return i, err
 }
 
 const partitionGet = `-- name: PartitionGet :one
@@ -137,4 +210,43 @@ func (q *Queries) PartitionVersion(ctx context.Context, db DBTX, arg PartitionVe
 	var version int64
 	err := row.Scan(&version)
 	return version, err
+}
+
+const partitionVersions = `-- name: PartitionVersions :many
+SELECT ($1::uuid[])[i]::uuid AS topic_id, ($2::integer[])[i]::integer AS partition,
+    coalesce(p.version, 0)::bigint AS version
+FROM generate_subscripts($1::uuid[], 1) AS i
+LEFT JOIN rlmm_partitions p ON p.topic_id = ($1::uuid[])[i] AND p.partition = ($2::integer[])[i]
+`
+
+type PartitionVersionsParams struct {
+	TopicIds   []uuid.UUID
+	Partitions []int32
+}
+
+type PartitionVersionsRow struct {
+	TopicID   uuid.UUID
+	Partition int32
+	Version   int64
+}
+
+// The committed versions of several partitions (0: never written to).
+func (q *Queries) PartitionVersions(ctx context.Context, db DBTX, arg PartitionVersionsParams) ([]PartitionVersionsRow, error) {
+	rows, err := db.Query(ctx, partitionVersions, arg.TopicIds, arg.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PartitionVersionsRow{}
+	for rows.Next() {
+		var i PartitionVersionsRow
+		if err := rows.Scan(&i.TopicID, &i.Partition, &i.Version); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

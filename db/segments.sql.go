@@ -20,16 +20,16 @@ WITH partition_row AS (
         max_epoch_span = greatest(p.max_epoch_span, excluded.max_epoch_span),
         updated_at = now()
     WHERE p.delete_state IS NULL
-    RETURNING p.version
+    RETURNING p.topic_id, p.partition, p.version
 ), segment AS (
     INSERT INTO rlmm_segments (
         topic_id, partition, segment_id, topic, start_offset, end_offset,
         max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes,
-        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version)
+        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version)
     SELECT $1::uuid, $2::integer, $5::uuid, $3::text, $6::bigint, $7::bigint,
         $8::bigint, $9::integer, $10::bigint, $11::integer,
         $12::bytea, $13::smallint, $14::boolean,
-        $15::integer[], $16::bigint[], partition_row.version
+        $15::integer[], $16::bigint[], partition_row.version, partition_row.version
     FROM partition_row
     RETURNING added_version
 ), epochs AS (
@@ -40,8 +40,11 @@ WITH partition_row AS (
         ($15::integer[])[i], ($16::bigint[])[i], ($17::bigint[])[i], $13::smallint,
         $6::bigint, $7::bigint, segment.added_version
     FROM segment, generate_subscripts($15::integer[], 1) AS i
+), notification AS (
+    SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
+    FROM partition_row pr
 )
-SELECT segment.added_version FROM segment
+SELECT segment.added_version FROM segment, notification
 `
 
 type SegmentAddParams struct {
@@ -120,7 +123,7 @@ func (q *Queries) SegmentHighestOffset(ctx context.Context, db DBTX, arg Segment
 }
 
 const segmentList = `-- name: SegmentList :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2)
@@ -165,6 +168,8 @@ func (q *Queries) SegmentList(ctx context.Context, db DBTX, arg SegmentListParam
 			&i.RlmmSegment.Epochs,
 			&i.RlmmSegment.EpochStartOffsets,
 			&i.RlmmSegment.AddedVersion,
+			&i.RlmmSegment.FinishedVersion,
+			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
 		); err != nil {
@@ -179,7 +184,7 @@ func (q *Queries) SegmentList(ctx context.Context, db DBTX, arg SegmentListParam
 }
 
 const segmentListByEpoch = `-- name: SegmentListByEpoch :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_segment_epochs e
 JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
 WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
@@ -226,6 +231,8 @@ func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentLi
 			&i.RlmmSegment.Epochs,
 			&i.RlmmSegment.EpochStartOffsets,
 			&i.RlmmSegment.AddedVersion,
+			&i.RlmmSegment.FinishedVersion,
+			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
 		); err != nil {
@@ -240,7 +247,7 @@ func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentLi
 }
 
 const segmentLookup = `-- name: SegmentLookup :one
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_partitions p
 JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
 JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
@@ -294,6 +301,8 @@ func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupP
 		&i.RlmmSegment.Epochs,
 		&i.RlmmSegment.EpochStartOffsets,
 		&i.RlmmSegment.AddedVersion,
+		&i.RlmmSegment.FinishedVersion,
+		&i.RlmmSegment.LastVersion,
 		&i.RlmmSegment.CreatedAt,
 		&i.RlmmSegment.UpdatedAt,
 	)
@@ -332,7 +341,7 @@ WITH RECURSIVE walk AS (
     ) AS next
     WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
 )
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM walk
 JOIN rlmm_segments s ON s.topic_id = $1::uuid AND s.partition = $2::integer AND s.segment_id = walk.segment_id
 WHERE NOT walk.txn_index_empty
@@ -379,6 +388,8 @@ func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg Segm
 		&i.RlmmSegment.Epochs,
 		&i.RlmmSegment.EpochStartOffsets,
 		&i.RlmmSegment.AddedVersion,
+		&i.RlmmSegment.FinishedVersion,
+		&i.RlmmSegment.LastVersion,
 		&i.RlmmSegment.CreatedAt,
 		&i.RlmmSegment.UpdatedAt,
 	)
@@ -411,7 +422,7 @@ func (q *Queries) SegmentSizeByEpoch(ctx context.Context, db DBTX, arg SegmentSi
 
 const segmentUpdate = `-- name: SegmentUpdate :one
 WITH locked_partition AS MATERIALIZED (
-    SELECT p.delete_state FROM rlmm_partitions p
+    SELECT p.delete_state, p.version FROM rlmm_partitions p
     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
     FOR UPDATE
 ), segment AS (
@@ -420,31 +431,38 @@ WITH locked_partition AS MATERIALIZED (
         broker_id = $5::integer,
         event_timestamp_ms = $6::bigint,
         custom_metadata = coalesce($7::bytea, s.custom_metadata),
+        finished_version = CASE WHEN $8::boolean
+                                THEN coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp))
+                                ELSE s.finished_version END,
+        last_version = (SELECT lp.version + 1 FROM locked_partition lp),
         updated_at = now()
     WHERE s.topic_id = $1::uuid AND s.partition = $2::integer AND s.segment_id = $3::uuid
-      AND s.state = ANY($8::smallint[])
+      AND s.state = ANY($9::smallint[])
       AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
-    RETURNING s.segment_id
+    RETURNING s.last_version, s.custom_metadata, s.finished_version
 ), partition_row AS (
     UPDATE rlmm_partitions AS p
-    SET version = p.version + 1, updated_at = now()
+    SET version = segment.last_version, updated_at = now()
     FROM segment
     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
-    RETURNING p.version
+    RETURNING p.topic_id, p.partition, p.version
 ), epochs AS (
     UPDATE rlmm_segment_epochs AS e
-    SET state = $4::smallint,
-        finished_version = CASE WHEN $9::boolean THEN coalesce(e.finished_version, partition_row.version)
-                                ELSE e.finished_version END
-    FROM partition_row
+    SET state = $4::smallint, finished_version = segment.finished_version
+    FROM segment
     WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.segment_id = $3::uuid
+), notification AS (
+    SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
+    FROM partition_row pr
 )
 SELECT
-    coalesce((SELECT pr.version FROM partition_row pr), -1)::bigint AS updated_version,
+    coalesce((SELECT pr.version FROM partition_row pr, notification), -1)::bigint AS updated_version,
     coalesce((SELECT s.state FROM rlmm_segments s
               WHERE s.topic_id = $1::uuid AND s.partition = $2::integer AND s.segment_id = $3::uuid),
              -1)::smallint AS current_state,
-    coalesce((SELECT lp.delete_state FROM locked_partition lp), -1)::smallint AS delete_state
+    coalesce((SELECT lp.delete_state FROM locked_partition lp), -1)::smallint AS delete_state,
+    (SELECT seg.custom_metadata FROM segment seg) AS custom_metadata,
+    coalesce((SELECT seg.finished_version FROM segment seg), -1)::bigint AS finished_version
 `
 
 type SegmentUpdateParams struct {
@@ -455,22 +473,26 @@ type SegmentUpdateParams struct {
 	BrokerID         int32
 	EventTimestampMs int64
 	CustomMetadata   []byte
-	Allowed          []int16
 	Finishing        bool
+	Allowed          []int16
 }
 
 type SegmentUpdateRow struct {
-	UpdatedVersion int64
-	CurrentState   int16
-	DeleteState    int16
+	UpdatedVersion  int64
+	CurrentState    int16
+	DeleteState     int16
+	CustomMetadata  []byte
+	FinishedVersion int64
 }
 
 // Moves a segment to @state in one statement, when its state is one of
 // @allowed (from statemachine.go). The partition row is locked first (as
-// every write does, so writes to a partition serialise in commit order), its
-// version bumped only when the segment changed, and the epoch rows follow.
-// updated_version is -1 when nothing changed; current_state (-1: no such
-// segment) and delete_state (-1: none) then say why.
+// every write does, so writes to a partition serialise in commit order and
+// its version numbers them), its version bumped only when the segment
+// changed, and the epoch rows follow. A notification on rlmm_changes goes
+// out at commit. updated_version is -1 when nothing changed; current_state
+// (-1: no such segment) and delete_state (-1: none) then say why. On success
+// custom_metadata and finished_version are the segment's new values.
 func (q *Queries) SegmentUpdate(ctx context.Context, db DBTX, arg SegmentUpdateParams) (SegmentUpdateRow, error) {
 	row := db.QueryRow(ctx, segmentUpdate,
 		arg.TopicID,
@@ -480,10 +502,16 @@ func (q *Queries) SegmentUpdate(ctx context.Context, db DBTX, arg SegmentUpdateP
 		arg.BrokerID,
 		arg.EventTimestampMs,
 		arg.CustomMetadata,
-		arg.Allowed,
 		arg.Finishing,
+		arg.Allowed,
 	)
 	var i SegmentUpdateRow
-	err := row.Scan(&i.UpdatedVersion, &i.CurrentState, &i.DeleteState)
+	err := row.Scan(
+		&i.UpdatedVersion,
+		&i.CurrentState,
+		&i.DeleteState,
+		&i.CustomMetadata,
+		&i.FinishedVersion,
+	)
 	return i, err
 }

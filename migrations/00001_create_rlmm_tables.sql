@@ -60,6 +60,8 @@ CREATE TABLE rlmm_segments (
     epochs               integer[]   NOT NULL,
     epoch_start_offsets  bigint[]    NOT NULL,
     added_version        bigint      NOT NULL,
+    finished_version     bigint,
+    last_version         bigint      NOT NULL,
     created_at           timestamptz NOT NULL DEFAULT now(),
     updated_at           timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT rlmm_segments_pkey PRIMARY KEY (topic_id, partition, segment_id),
@@ -67,6 +69,10 @@ CREATE TABLE rlmm_segments (
     CONSTRAINT rlmm_segments_state_check CHECK (state IN (0, 1, 2, 3)),
     CONSTRAINT rlmm_segments_offsets_check CHECK (0 <= start_offset AND start_offset <= end_offset),
     CONSTRAINT rlmm_segments_size_check CHECK (segment_size_bytes >= 0),
+    CONSTRAINT rlmm_segments_versions_check CHECK (
+        added_version <= last_version
+        AND (finished_version IS NULL OR (added_version < finished_version AND finished_version <= last_version))
+        AND (state <> 1 OR finished_version IS NOT NULL)),
     CONSTRAINT rlmm_segments_epochs_check CHECK (
         cardinality(epochs) >= 1
         AND cardinality(epochs) = cardinality(epoch_start_offsets)
@@ -77,6 +83,9 @@ CREATE TABLE rlmm_segments (
 CREATE UNIQUE INDEX rlmm_segments_segment_id_key ON rlmm_segments (segment_id);
 CREATE INDEX rlmm_segments_list_idx ON rlmm_segments (topic_id, partition, start_offset, added_version)
     WHERE state IN (0, 1, 2);
+-- The change feed of a partition: the segments written after a version, for
+-- caches catching up (see PgManager's WithCache).
+CREATE INDEX rlmm_segments_changes_idx ON rlmm_segments (topic_id, partition, last_version);
 
 COMMENT ON TABLE rlmm_segments IS 'One row per remote log segment ever added. A segment in DELETE_SEGMENT_FINISHED (or of a partition whose delete finished) is forgotten by every query but keeps its id taken.';
 COMMENT ON COLUMN rlmm_segments.topic_id IS 'Kafka topic id.';
@@ -95,6 +104,8 @@ COMMENT ON COLUMN rlmm_segments.txn_index_empty IS 'True when the segment has no
 COMMENT ON COLUMN rlmm_segments.epochs IS 'Leader epochs in the segment, increasing; epochs[i] starts at epoch_start_offsets[i].';
 COMMENT ON COLUMN rlmm_segments.epoch_start_offsets IS 'First offset of each epoch of the epochs column, strictly increasing.';
 COMMENT ON COLUMN rlmm_segments.added_version IS 'Partition version of the add: orders segments that start at the same offset.';
+COMMENT ON COLUMN rlmm_segments.finished_version IS 'Partition version of the segment''s first COPY_SEGMENT_FINISHED; NULL: never finished.';
+COMMENT ON COLUMN rlmm_segments.last_version IS 'Partition version of the latest write to the segment: the partition''s change feed (segments with last_version > v changed after v).';
 COMMENT ON COLUMN rlmm_segments.created_at IS 'When the segment was added.';
 COMMENT ON COLUMN rlmm_segments.updated_at IS 'When the segment was last written to.';
 

@@ -24,7 +24,7 @@ SET version = p.version + 1,
     delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
     updated_at = now()
 WHERE coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
-RETURNING p.version;
+RETURNING p.version, pg_notify('rlmm_changes', p.topic_id::text || '/' || p.partition || '/' || p.version) IS NULL AS notified;
 
 -- name: PartitionDeleteUpdate :one
 -- A partition-delete transition that needs an existing record in one of
@@ -37,4 +37,22 @@ SET version = p.version + 1,
     updated_at = now()
 WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
   AND coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
-RETURNING p.version;
+RETURNING p.version, pg_notify('rlmm_changes', p.topic_id::text || '/' || p.partition || '/' || p.version) IS NULL AS notified;
+
+-- name: PartitionVersions :many
+-- The committed versions of several partitions (0: never written to).
+SELECT (@topic_ids::uuid[])[i]::uuid AS topic_id, (@partitions::integer[])[i]::integer AS partition,
+    coalesce(p.version, 0)::bigint AS version
+FROM generate_subscripts(@topic_ids::uuid[], 1) AS i
+LEFT JOIN rlmm_partitions p ON p.topic_id = (@topic_ids::uuid[])[i] AND p.partition = (@partitions::integer[])[i];
+
+-- name: PartitionChanges :many
+-- The segments of a partition written after version @after_version, with the
+-- epoch-map and version columns a cache needs. Read in the same snapshot as
+-- PartitionGet, they bring a cache from @after_version to the partition's
+-- version without a gap.
+SELECT sqlc.embed(s)
+FROM rlmm_segments s
+WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+  AND s.last_version > @after_version::bigint
+ORDER BY s.last_version;

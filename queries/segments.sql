@@ -12,16 +12,16 @@ WITH partition_row AS (
         max_epoch_span = greatest(p.max_epoch_span, excluded.max_epoch_span),
         updated_at = now()
     WHERE p.delete_state IS NULL
-    RETURNING p.version
+    RETURNING p.topic_id, p.partition, p.version
 ), segment AS (
     INSERT INTO rlmm_segments (
         topic_id, partition, segment_id, topic, start_offset, end_offset,
         max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes,
-        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version)
+        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version)
     SELECT @topic_id::uuid, @partition::integer, @segment_id::uuid, @topic::text, @start_offset::bigint, @end_offset::bigint,
         @max_timestamp_ms::bigint, @broker_id::integer, @event_timestamp_ms::bigint, @segment_size_bytes::integer,
         sqlc.narg('custom_metadata')::bytea, @state::smallint, @txn_index_empty::boolean,
-        @epochs::integer[], @epoch_first_offsets::bigint[], partition_row.version
+        @epochs::integer[], @epoch_first_offsets::bigint[], partition_row.version, partition_row.version
     FROM partition_row
     RETURNING added_version
 ), epochs AS (
@@ -32,18 +32,23 @@ WITH partition_row AS (
         (@epochs::integer[])[i], (@epoch_first_offsets::bigint[])[i], (@epoch_last_offsets::bigint[])[i], @state::smallint,
         @start_offset::bigint, @end_offset::bigint, segment.added_version
     FROM segment, generate_subscripts(@epochs::integer[], 1) AS i
+), notification AS (
+    SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
+    FROM partition_row pr
 )
-SELECT segment.added_version FROM segment;
+SELECT segment.added_version FROM segment, notification;
 
 -- name: SegmentUpdate :one
 -- Moves a segment to @state in one statement, when its state is one of
 -- @allowed (from statemachine.go). The partition row is locked first (as
--- every write does, so writes to a partition serialise in commit order), its
--- version bumped only when the segment changed, and the epoch rows follow.
--- updated_version is -1 when nothing changed; current_state (-1: no such
--- segment) and delete_state (-1: none) then say why.
+-- every write does, so writes to a partition serialise in commit order and
+-- its version numbers them), its version bumped only when the segment
+-- changed, and the epoch rows follow. A notification on rlmm_changes goes
+-- out at commit. updated_version is -1 when nothing changed; current_state
+-- (-1: no such segment) and delete_state (-1: none) then say why. On success
+-- custom_metadata and finished_version are the segment's new values.
 WITH locked_partition AS MATERIALIZED (
-    SELECT p.delete_state FROM rlmm_partitions p
+    SELECT p.delete_state, p.version FROM rlmm_partitions p
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
     FOR UPDATE
 ), segment AS (
@@ -52,31 +57,38 @@ WITH locked_partition AS MATERIALIZED (
         broker_id = @broker_id::integer,
         event_timestamp_ms = @event_timestamp_ms::bigint,
         custom_metadata = coalesce(sqlc.narg('custom_metadata')::bytea, s.custom_metadata),
+        finished_version = CASE WHEN @finishing::boolean
+                                THEN coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp))
+                                ELSE s.finished_version END,
+        last_version = (SELECT lp.version + 1 FROM locked_partition lp),
         updated_at = now()
     WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = @segment_id::uuid
       AND s.state = ANY(@allowed::smallint[])
       AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
-    RETURNING s.segment_id
+    RETURNING s.last_version, s.custom_metadata, s.finished_version
 ), partition_row AS (
     UPDATE rlmm_partitions AS p
-    SET version = p.version + 1, updated_at = now()
+    SET version = segment.last_version, updated_at = now()
     FROM segment
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-    RETURNING p.version
+    RETURNING p.topic_id, p.partition, p.version
 ), epochs AS (
     UPDATE rlmm_segment_epochs AS e
-    SET state = @state::smallint,
-        finished_version = CASE WHEN @finishing::boolean THEN coalesce(e.finished_version, partition_row.version)
-                                ELSE e.finished_version END
-    FROM partition_row
+    SET state = @state::smallint, finished_version = segment.finished_version
+    FROM segment
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
+), notification AS (
+    SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
+    FROM partition_row pr
 )
 SELECT
-    coalesce((SELECT pr.version FROM partition_row pr), -1)::bigint AS updated_version,
+    coalesce((SELECT pr.version FROM partition_row pr, notification), -1)::bigint AS updated_version,
     coalesce((SELECT s.state FROM rlmm_segments s
               WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = @segment_id::uuid),
              -1)::smallint AS current_state,
-    coalesce((SELECT lp.delete_state FROM locked_partition lp), -1)::smallint AS delete_state;
+    coalesce((SELECT lp.delete_state FROM locked_partition lp), -1)::smallint AS delete_state,
+    (SELECT seg.custom_metadata FROM segment seg) AS custom_metadata,
+    coalesce((SELECT seg.finished_version FROM segment seg), -1)::bigint AS finished_version;
 
 -- name: SegmentLookup :one
 -- The finished segment whose range of @epoch contains @lookup_offset; among
