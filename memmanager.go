@@ -1,9 +1,7 @@
 package remotestorage
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"sync"
 
 	"github.com/google/uuid"
@@ -28,18 +26,6 @@ type InMemoryManager struct {
 	mu         sync.RWMutex
 	partitions map[partitionKey]*memPartition
 	takenIDs   map[uuid.UUID]struct{}
-}
-
-type memPartition struct {
-	version     int64 // bumped by every write to the partition
-	deleteState RemotePartitionDeleteState
-	segments    map[uuid.UUID]*memSegment
-}
-
-type memSegment struct {
-	meta            RemoteLogSegmentMetadata
-	addedVersion    int64
-	finishedVersion int64 // partition version of the first COPY_SEGMENT_FINISHED; 0: never finished
 }
 
 var _ RemoteLogMetadataManager = (*InMemoryManager)(nil)
@@ -68,14 +54,15 @@ func (m *InMemoryManager) AddRemoteLogSegmentMetadata(ctx context.Context, s Rem
 	key := keyOf(s.SegmentID.TopicIDPartition)
 	p := m.partitions[key]
 	if p == nil {
-		p = &memPartition{deleteState: partitionDeleteNone, segments: make(map[uuid.UUID]*memSegment)}
+		p = newMemPartition()
 		m.partitions[key] = p
 	} else if p.deleteState != partitionDeleteNone {
 		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record (%s)", id, s.SegmentID.TopicIDPartition, p.deleteState)
 	}
 	p.version++
 	m.takenIDs[id] = struct{}{}
-	p.segments[id] = &memSegment{meta: s.clone(), addedVersion: p.version}
+	p.segments[id] = &memSegment{meta: s.clone(), addedVersion: p.version, lastVersion: p.version}
+	p.changed()
 	return nil
 }
 
@@ -104,6 +91,8 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 	if u.CustomMetadata != nil {
 		s.meta.CustomMetadata = cloneBytes(u.CustomMetadata)
 	}
+	s.lastVersion = p.version
+	p.changed()
 	return nil
 }
 
@@ -124,59 +113,20 @@ func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, 
 		return newError(ErrInvalidPartitionDeleteTransition, "partition %s: %s to %s", d.TopicIDPartition, from, d.State)
 	}
 	if p == nil {
-		p = &memPartition{segments: make(map[uuid.UUID]*memSegment)}
+		p = newMemPartition()
 		m.partitions[key] = p
 	}
 	p.version++
 	p.deleteState = d.State
+	p.changed()
 	return nil
-}
-
-// visible returns the partition's segments that queries may return, in list
-// order; nil when the partition is unknown or forgotten. Callers hold m.mu.
-func (m *InMemoryManager) visible(tp TopicIDPartition) []*memSegment {
-	p := m.partitions[keyOf(tp)]
-	if p == nil || p.deleteState == DeletePartitionFinished {
-		return nil
-	}
-	var out []*memSegment
-	for _, s := range p.segments {
-		if s.meta.State != DeleteSegmentFinished {
-			out = append(out, s)
-		}
-	}
-	slices.SortFunc(out, func(a, b *memSegment) int {
-		return cmp.Or(cmp.Compare(a.meta.StartOffset, b.meta.StartOffset), cmp.Compare(a.addedVersion, b.addedVersion))
-	})
-	return out
-}
-
-// lookup returns the finished segment whose range of epoch contains offset;
-// among several, the one whose range starts latest, then the one finished
-// last. Callers hold m.mu.
-func (m *InMemoryManager) lookup(tp TopicIDPartition, epoch LeaderEpoch, offset int64) *memSegment {
-	var best *memSegment
-	var bestFirst int64
-	for _, s := range m.visible(tp) {
-		if s.meta.State != CopySegmentFinished {
-			continue
-		}
-		first, last, ok := s.meta.epochRange(epoch)
-		if !ok || offset < first || offset > last {
-			continue
-		}
-		if best == nil || first > bestFirst || (first == bestFirst && s.finishedVersion > best.finishedVersion) {
-			best, bestFirst = s, first
-		}
-	}
-	return best
 }
 
 // RemoteLogSegmentMetadata returns the finished segment holding offset for epoch.
 func (m *InMemoryManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if s := m.lookup(tp, epoch, offset); s != nil {
+	if s := m.partitions[keyOf(tp)].lookup(epoch, offset); s != nil {
 		return s.meta.clone(), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
@@ -187,43 +137,26 @@ func (m *InMemoryManager) RemoteLogSegmentMetadata(ctx context.Context, tp Topic
 func (m *InMemoryManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	var highest int64
-	found := false
-	for _, s := range m.visible(tp) {
-		if _, carries := s.meta.SegmentLeaderEpochs[epoch]; carries && s.meta.State == CopySegmentFinished {
-			if !found || s.meta.EndOffset > highest {
-				highest, found = s.meta.EndOffset, true
-			}
-		}
-	}
+	highest, found := m.partitions[keyOf(tp)].highest(epoch)
 	return highest, found, nil
 }
 
 // ListRemoteLogSegments returns every segment of tp that is not forgotten,
 // ordered by StartOffset, ties by the order they were added.
 func (m *InMemoryManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) ([]RemoteLogSegmentMetadata, error) {
-	return m.list(tp, func(*memSegment) bool { return true }), nil
+	return m.list(tp, all), nil
 }
 
 // ListRemoteLogSegmentsByEpoch is ListRemoteLogSegments restricted to the
 // segments that carry epoch.
 func (m *InMemoryManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) ([]RemoteLogSegmentMetadata, error) {
-	return m.list(tp, func(s *memSegment) bool {
-		_, carries := s.meta.SegmentLeaderEpochs[epoch]
-		return carries
-	}), nil
+	return m.list(tp, carries(epoch)), nil
 }
 
 func (m *InMemoryManager) list(tp TopicIDPartition, keep func(*memSegment) bool) []RemoteLogSegmentMetadata {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	var out []RemoteLogSegmentMetadata
-	for _, s := range m.visible(tp) {
-		if keep(s) {
-			out = append(out, s.meta.clone())
-		}
-	}
-	return out
+	return m.partitions[keyOf(tp)].list(keep)
 }
 
 // CaughtUp is always true: there is no view that could lag.
@@ -254,19 +187,8 @@ func totalSize(segments []RemoteLogSegmentMetadata) int64 {
 func (m *InMemoryManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	for {
-		s := m.lookup(tp, epoch, offset)
-		if s == nil {
-			return RemoteLogSegmentMetadata{}, false, nil
-		}
-		if !s.meta.TxnIndexEmpty {
-			return s.meta.clone(), true, nil
-		}
-		if s.meta.EndOffset == maxOffset {
-			return RemoteLogSegmentMetadata{}, false, nil
-		}
-		offset = s.meta.EndOffset + 1
+	if s := m.partitions[keyOf(tp)].nextWithTxnIndex(epoch, offset); s != nil {
+		return s.meta.clone(), true, nil
 	}
+	return RemoteLogSegmentMetadata{}, false, nil
 }
-
-const maxOffset = int64(^uint64(0) >> 1)
