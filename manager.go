@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // LeaderEpoch is a Kafka leader epoch.
@@ -187,6 +188,8 @@ type Option func(*options)
 
 type options struct {
 	maxCustomMetadataBytes int
+	readReplica            *pgxpool.Pool // PgManager only: where queries go
+	cache                  bool          // PgManager only: keep consumed partitions in memory
 }
 
 // DefaultMaxCustomMetadataBytes is the custom metadata limit when

@@ -13,9 +13,10 @@ import (
 // are the reference semantics of API.md, answered from an index rebuilt
 // lazily after writes.
 type memPartition struct {
-	version     int64 // bumped by every write to the partition
-	deleteState RemotePartitionDeleteState
-	segments    map[uuid.UUID]*memSegment
+	version       int64 // bumped by every write to the partition
+	deleteState   RemotePartitionDeleteState
+	deleteVersion int64 // the version deleteState is known at (PgManager's cache)
+	segments      map[uuid.UUID]*memSegment
 
 	indexMu sync.Mutex
 	index   *partitionIndex // nil: stale, rebuilt by the next query

@@ -3,6 +3,7 @@ package remotestorage
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,9 +17,14 @@ import (
 // one database. Every operation that succeeds is one round trip: one SQL
 // statement whose WHERE clause enforces the state machine.
 type PgManager struct {
-	pool    *pgxpool.Pool
+	pool    *pgxpool.Pool // the primary: every write, and queries without a replica
+	reader  *pgxpool.Pool // where queries go: the replica, or pool
 	queries *db.Queries
 	opts    options
+	cache   *pgCache // nil without WithCache
+
+	assignedMu sync.Mutex
+	assigned   map[partitionKey]bool // what the assignment hooks say this manager consumes
 }
 
 var _ RemoteLogMetadataManager = (*PgManager)(nil)
@@ -26,16 +32,68 @@ var _ KafkaExtensions = (*PgManager)(nil)
 
 // NewPgManager returns a manager over pool. It fails when the database is
 // not migrated to SchemaVersion (run Migrate first) or cannot be reached.
-// The pool stays the caller's: Close does not close it.
+// The pools stay the caller's: Close does not close them.
 func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgManager, error) {
 	if err := checkSchemaVersion(ctx, pool); err != nil {
 		return nil, err
 	}
-	return &PgManager{pool: pool, queries: db.New(), opts: newOptions(opts)}, nil
+	m := &PgManager{pool: pool, reader: pool, queries: db.New(), opts: newOptions(opts), assigned: make(map[partitionKey]bool)}
+	if m.opts.readReplica != nil {
+		m.reader = m.opts.readReplica
+	}
+	if m.opts.cache {
+		m.cache = newPgCache(m)
+	}
+	return m, nil
 }
 
-// Close releases what the manager holds. The pool is left open.
-func (m *PgManager) Close() {}
+// Close stops the manager's background work (the cache's listener and
+// loaders). The pools are left open.
+func (m *PgManager) Close() {
+	if m.cache != nil {
+		m.cache.close()
+	}
+}
+
+// OnPartitionLeadershipChanges records that the manager consumes the
+// partitions it leads and follows, as Kafka's assignment hook does. With
+// WithCache, each partition not consumed yet starts loading; a partition
+// assigned twice is not reloaded.
+func (m *PgManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []TopicIDPartition) error {
+	tps := append(append([]TopicIDPartition{}, leaders...), followers...)
+	m.assignedMu.Lock()
+	for _, tp := range tps {
+		m.assigned[keyOf(tp)] = true
+	}
+	m.assignedMu.Unlock()
+	if m.cache != nil {
+		m.cache.assign(tps)
+	}
+	return nil
+}
+
+// OnStopPartitions records that the manager no longer consumes partitions,
+// and drops them from the cache.
+func (m *PgManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPartition) error {
+	m.assignedMu.Lock()
+	for _, tp := range partitions {
+		delete(m.assigned, keyOf(tp))
+	}
+	m.assignedMu.Unlock()
+	if m.cache != nil {
+		m.cache.stop(partitions)
+	}
+	return nil
+}
+
+// fromCache answers query from the cache when the manager caches tp.
+// served is false when it does not (the caller asks the database).
+func (m *PgManager) fromCache(tp TopicIDPartition, query func(p *memPartition)) (served bool, err error) {
+	if m.cache == nil {
+		return false, nil
+	}
+	return m.cache.read(tp, query)
+}
 
 // uniqueSegmentIDConstraints are the constraints a taken segment id violates.
 var uniqueSegmentIDConstraints = map[string]bool{
@@ -73,10 +131,16 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 		params.Epochs[i], params.EpochFirstOffsets[i], params.EpochLastOffsets[i] = int32(e), first, last
 		params.MaxEpochSpan = max(params.MaxEpochSpan, last-first)
 	}
-	_, err := m.queries.SegmentAdd(ctx, m.pool, params)
+	version, err := m.queries.SegmentAdd(ctx, m.pool, params)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
+		if m.cache != nil {
+			m.cache.applied(s.SegmentID.TopicIDPartition, version, func(p *memPartition) bool {
+				p.put(&memSegment{meta: s.clone(), addedVersion: version, lastVersion: version})
+				return true
+			})
+		}
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record", s.SegmentID.ID, s.SegmentID.TopicIDPartition)
@@ -107,11 +171,38 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 	case err != nil:
 		return ioError(ctx, err, "update segment %s to %s", u.SegmentID.ID, u.State)
 	case row.UpdatedVersion >= 0:
-		return nil
+		return m.updateCache(ctx, u, row)
 	case row.CurrentState < 0 || RemotePartitionDeleteState(row.DeleteState) == DeletePartitionFinished:
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
 	}
 	return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, RemoteLogSegmentState(row.CurrentState), u.State)
+}
+
+// updateCache puts a successful update into the cache, catching the
+// partition up first when the cache has not seen the segment yet.
+func (m *PgManager) updateCache(ctx context.Context, u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow) error {
+	if m.cache == nil {
+		return nil
+	}
+	stale := m.cache.applied(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) bool {
+		old := p.segments[u.SegmentID.ID]
+		if old == nil {
+			return false
+		}
+		s := &memSegment{meta: old.meta.clone(), addedVersion: old.addedVersion, finishedVersion: max(row.FinishedVersion, 0), lastVersion: row.UpdatedVersion}
+		s.meta.State, s.meta.BrokerID, s.meta.EventTimestampMs = u.State, u.BrokerID, u.EventTimestampMs
+		s.meta.CustomMetadata = row.CustomMetadata
+		p.put(s)
+		return true
+	})
+	if stale != nil {
+		if err := m.cache.catchUp(ctx, stale); err != nil {
+			// The write is committed; only the cache lags. Its follower
+			// retries, and CaughtUp stays false until it has.
+			stale.refresh()
+		}
+	}
+	return nil
 }
 
 func stateCodes[S ~int8](states []S) []int16 {
@@ -132,21 +223,34 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	from, fromNone := allowedPartitionDeleteFromStates(d.State)
 	allowed := stateCodes(from)
 	var err error
+	var row struct{ Version int64 }
 	if fromNone {
 		allowed = append(allowed, int16(partitionDeleteNone))
-		_, err = m.queries.PartitionDeleteUpsert(ctx, m.pool, db.PartitionDeleteUpsertParams{
+		var r db.PartitionDeleteUpsertRow
+		r, err = m.queries.PartitionDeleteUpsert(ctx, m.pool, db.PartitionDeleteUpsertParams{
 			TopicID: tp.TopicID, Partition: tp.Partition, Topic: tp.Topic,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
+		row.Version = r.Version
 	} else {
-		_, err = m.queries.PartitionDeleteUpdate(ctx, m.pool, db.PartitionDeleteUpdateParams{
+		var r db.PartitionDeleteUpdateRow
+		r, err = m.queries.PartitionDeleteUpdate(ctx, m.pool, db.PartitionDeleteUpdateParams{
 			TopicID: tp.TopicID, Partition: tp.Partition,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
+		row.Version = r.Version
 	}
 	if err == nil {
+		if m.cache != nil {
+			m.cache.applied(tp, row.Version, func(p *memPartition) bool {
+				if row.Version > p.deleteVersion {
+					p.deleteState, p.deleteVersion = d.State, row.Version
+				}
+				return true
+			})
+		}
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -168,10 +272,21 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 // RemoteLogSegmentMetadata returns the finished segment holding offset for
 // epoch, in one indexed statement.
 func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
+	var found *memSegment
+	if served, err := m.fromCache(tp, func(p *memPartition) {
+		if s := p.lookup(epoch, offset); s != nil {
+			found = &memSegment{meta: s.meta.clone()}
+		}
+	}); served {
+		if err != nil || found == nil {
+			return RemoteLogSegmentMetadata{}, false, err
+		}
+		return found.meta, true, nil
+	}
 	if offset < 0 {
 		return RemoteLogSegmentMetadata{}, false, nil // no segment holds a negative offset
 	}
-	row, err := m.queries.SegmentLookup(ctx, m.pool, db.SegmentLookupParams{
+	row, err := m.queries.SegmentLookup(ctx, m.reader, db.SegmentLookupParams{
 		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
 	})
 	switch {
@@ -186,7 +301,12 @@ func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPart
 // HighestOffsetForEpoch returns the largest EndOffset of the finished
 // segments that carry epoch.
 func (m *PgManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
-	offset, err := m.queries.SegmentHighestOffset(ctx, m.pool, db.SegmentHighestOffsetParams{
+	var highest int64
+	var found bool
+	if served, err := m.fromCache(tp, func(p *memPartition) { highest, found = p.highest(epoch) }); served {
+		return highest, found, err
+	}
+	offset, err := m.queries.SegmentHighestOffset(ctx, m.reader, db.SegmentHighestOffsetParams{
 		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
 	})
 	switch {
@@ -201,7 +321,11 @@ func (m *PgManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartiti
 // ListRemoteLogSegments returns every segment of tp that is not forgotten,
 // ordered by StartOffset, ties by the order they were added.
 func (m *PgManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) ([]RemoteLogSegmentMetadata, error) {
-	rows, err := m.queries.SegmentList(ctx, m.pool, db.SegmentListParams{TopicID: tp.TopicID, Partition: tp.Partition})
+	var list []RemoteLogSegmentMetadata
+	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(all) }); served {
+		return list, err
+	}
+	rows, err := m.queries.SegmentList(ctx, m.reader, db.SegmentListParams{TopicID: tp.TopicID, Partition: tp.Partition})
 	if err != nil {
 		return nil, ioError(ctx, err, "list segments of %s", tp)
 	}
@@ -215,7 +339,11 @@ func (m *PgManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartiti
 // ListRemoteLogSegmentsByEpoch is ListRemoteLogSegments restricted to the
 // segments that carry epoch.
 func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) ([]RemoteLogSegmentMetadata, error) {
-	rows, err := m.queries.SegmentListByEpoch(ctx, m.pool, db.SegmentListByEpochParams{
+	var list []RemoteLogSegmentMetadata
+	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(carries(epoch)) }); served {
+		return list, err
+	}
+	rows, err := m.queries.SegmentListByEpoch(ctx, m.reader, db.SegmentListByEpochParams{
 		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
 	})
 	if err != nil {
@@ -228,19 +356,60 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 	return out, nil
 }
 
-// CaughtUp reads tp's committed version from the primary: true once the
-// store answers, since every later read goes to the same primary.
+// CaughtUp reports whether a query that follows sees every write for tp
+// that the primary had committed when the call began. Reading from the
+// primary, that is true once the primary answers (one round trip). With a
+// replica, the primary's committed version of tp is read first, then the
+// replica's: true when the replica has reached it. With the cache, true when
+// the cached partition holds the primary's version (one round trip);
+// ErrNotReady while it loads; false for a partition the manager does not
+// consume.
 func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
-	if _, err := m.queries.PartitionVersion(ctx, m.pool, db.PartitionVersionParams{TopicID: tp.TopicID, Partition: tp.Partition}); err != nil {
-		return false, ioError(ctx, err, "read the version of %s", tp)
+	if m.cache != nil {
+		cached, consumed, loaded := m.cache.cachedVersion(tp)
+		switch {
+		case !consumed:
+			return false, nil
+		case !loaded:
+			return false, newError(ErrNotReady, "partition %s is still loading", tp)
+		}
+		primary, err := m.partitionVersion(ctx, m.pool, tp, "primary")
+		if err != nil {
+			return false, err
+		}
+		if cached >= primary {
+			return true, nil
+		}
+		m.cache.kick(tp) // a notification was missed or is in flight
+		return false, nil
 	}
-	return true, nil
+	primary, err := m.partitionVersion(ctx, m.pool, tp, "primary")
+	if err != nil || m.reader == m.pool {
+		return err == nil, err
+	}
+	replica, err := m.partitionVersion(ctx, m.reader, tp, "replica")
+	if err != nil {
+		return false, err
+	}
+	return replica >= primary, nil
+}
+
+func (m *PgManager) partitionVersion(ctx context.Context, pool *pgxpool.Pool, tp TopicIDPartition, where string) (int64, error) {
+	version, err := m.queries.PartitionVersion(ctx, pool, db.PartitionVersionParams{TopicID: tp.TopicID, Partition: tp.Partition})
+	if err != nil {
+		return 0, ioError(ctx, err, "read the version of %s on the %s", tp, where)
+	}
+	return version, nil
 }
 
 // RemoteLogSize is the sum of SegmentSizeInBytes over
 // ListRemoteLogSegmentsByEpoch(tp, epoch), summed by the database.
 func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, error) {
-	size, err := m.queries.SegmentSizeByEpoch(ctx, m.pool, db.SegmentSizeByEpochParams{
+	var list []RemoteLogSegmentMetadata
+	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(carries(epoch)) }); served {
+		return totalSize(list), err
+	}
+	size, err := m.queries.SegmentSizeByEpoch(ctx, m.reader, db.SegmentSizeByEpochParams{
 		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
 	})
 	if err != nil {
@@ -252,10 +421,21 @@ func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoc
 // NextSegmentWithTxnIndex walks the lookups of epoch from offset in one
 // recursive statement and returns the first segment with a transaction index.
 func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
+	var found *memSegment
+	if served, err := m.fromCache(tp, func(p *memPartition) {
+		if s := p.nextWithTxnIndex(epoch, offset); s != nil {
+			found = &memSegment{meta: s.meta.clone()}
+		}
+	}); served {
+		if err != nil || found == nil {
+			return RemoteLogSegmentMetadata{}, false, err
+		}
+		return found.meta, true, nil
+	}
 	if offset < 0 {
 		return RemoteLogSegmentMetadata{}, false, nil // the walk's first lookup misses
 	}
-	row, err := m.queries.SegmentNextWithTxnIndex(ctx, m.pool, db.SegmentNextWithTxnIndexParams{
+	row, err := m.queries.SegmentNextWithTxnIndex(ctx, m.reader, db.SegmentNextWithTxnIndexParams{
 		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
 	})
 	switch {

@@ -151,6 +151,67 @@ func hasServerBinaries(dir string) bool {
 // it. On error nothing is left running or on disk. Call [Cluster.Stop] when
 // done.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	c, err := prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+
+	// -N (no fsync of the new files) only skips initdb's final sync; the
+	// server itself keeps fsync=on.
+	if _, err := c.run(ctx, "initdb", "-D", c.dataDir, "-U", "postgres", "-A", "trust",
+		"-E", "UTF8", "--locale=C", "-N"); err != nil {
+		return nil, err
+	}
+	hba := "# Written by pgcluster: a throwaway test cluster.\n" +
+		"local all         all              trust\n" +
+		"host  all         all 127.0.0.1/32 trust\n" +
+		"local replication all              trust\n" +
+		"host  replication all 127.0.0.1/32 trust\n"
+	if err := c.writeFile(filepath.Join(c.dataDir, "pg_hba.conf"), hba); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(c.dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: %w", err)
+	}
+	_, err = f.WriteString("\ninclude 'pgcluster.conf'\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: %w", err)
+	}
+
+	// A free TCP port can be taken by someone else before the server binds
+	// it; try a few.
+	for attempt := 0; ; attempt++ {
+		if opts.TCP {
+			if c.port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.writeFile(filepath.Join(c.dataDir, "pgcluster.conf"), c.conf(opts.ExtraConf)); err != nil {
+			return nil, err
+		}
+		err = c.Startup(ctx)
+		if err == nil {
+			return c, nil
+		}
+		if !opts.TCP || attempt == 2 || !strings.Contains(err.Error(), "could not bind") {
+			return nil, err
+		}
+		_ = os.Truncate(c.logFile, 0)
+	}
+}
+
+// prepare makes the directories of a new cluster, owned by the server user,
+// and starts the watchdog. On error nothing is left behind.
+func prepare(opts Options) (_ *Cluster, err error) {
 	binDir := opts.BinDir
 	if binDir == "" {
 		if binDir, err = FindBinDir(); err != nil {
@@ -206,53 +267,44 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.startWatchdog(); err != nil {
 		return nil, err
 	}
+	return c, nil
+}
 
-	// -N (no fsync of the new files) only skips initdb's final sync; the
-	// server itself keeps fsync=on.
-	if _, err := c.run(ctx, "initdb", "-D", c.dataDir, "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--locale=C", "-N"); err != nil {
+// StartStandby starts a hot standby of primary: a base backup taken with
+// pg_basebackup -R (so it streams from primary), in a new temporary
+// directory, on its own socket (and TCP port with Options.TCP). Call
+// [Cluster.Stop] when done; stop the standby before the primary.
+func StartStandby(ctx context.Context, primary *Cluster, opts Options) (_ *Cluster, err error) {
+	if opts.BinDir == "" {
+		opts.BinDir = primary.binDir
+	}
+	c, err := prepare(opts)
+	if err != nil {
 		return nil, err
 	}
-	hba := "# Written by pgcluster: a throwaway test cluster.\n" +
-		"local all         all              trust\n" +
-		"host  all         all 127.0.0.1/32 trust\n" +
-		"local replication all              trust\n" +
-		"host  replication all 127.0.0.1/32 trust\n"
-	if err := c.writeFile(filepath.Join(c.dataDir, "pg_hba.conf"), hba); err != nil {
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	if _, err := c.run(ctx, "pg_basebackup", "-D", c.dataDir, "-R", "-X", "stream", "-c", "fast",
+		"-h", primary.socketDir, "-p", strconv.Itoa(primary.port), "-U", "postgres"); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(c.dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("pgcluster: %w", err)
-	}
-	_, err = f.WriteString("\ninclude 'pgcluster.conf'\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pgcluster: %w", err)
-	}
-
-	// A free TCP port can be taken by someone else before the server binds
-	// it; try a few.
-	for attempt := 0; ; attempt++ {
-		if opts.TCP {
-			if c.port, err = freePort(); err != nil {
-				return nil, err
-			}
-		}
-		if err := c.writeFile(filepath.Join(c.dataDir, "pgcluster.conf"), c.conf(opts.ExtraConf)); err != nil {
+	if opts.TCP {
+		if c.port, err = freePort(); err != nil {
 			return nil, err
 		}
-		err = c.Startup(ctx)
-		if err == nil {
-			return c, nil
-		}
-		if !opts.TCP || attempt == 2 || !strings.Contains(err.Error(), "could not bind") {
-			return nil, err
-		}
-		_ = os.Truncate(c.logFile, 0)
 	}
+	// The backup carries the primary's pgcluster.conf: this one's listen
+	// settings replace it.
+	if err := c.writeFile(filepath.Join(c.dataDir, "pgcluster.conf"), c.conf(opts.ExtraConf)); err != nil {
+		return nil, err
+	}
+	if err := c.Startup(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // serverCredential returns whom to run the binaries as: nil (the current

@@ -1,0 +1,390 @@
+package remotestorage
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/krabka/remotestorage/db"
+)
+
+// WithReadReplica sends queries (not writes) to replica, a hot standby of the
+// primary the manager's pool points at. CaughtUp(tp) then reads tp's
+// committed version on the primary first, then on the replica, and is true
+// only when the replica has reached it.
+func WithReadReplica(replica *pgxpool.Pool) Option {
+	return func(o *options) { o.readReplica = replica }
+}
+
+// WithCache keeps the partitions this manager consumes (see
+// OnPartitionLeadershipChanges) in memory, fresh through LISTEN/NOTIFY: their
+// queries are answered with no round trip. Until a partition is loaded its
+// queries and CaughtUp fail with ErrNotReady.
+func WithCache() Option {
+	return func(o *options) { o.cache = true }
+}
+
+// notifyChannel is the channel every write notifies at commit, with the
+// payload "<topic id>/<partition>/<version>".
+const notifyChannel = "rlmm_changes"
+
+// pgCache holds the partitions a PgManager consumes. Every write to a
+// partition bumps its version (under the partition row lock, so versions
+// commit in order) and stamps the segments it wrote with it (last_version).
+// A cached partition at version v catches up by reading, in one snapshot,
+// the partition row and the segments with last_version > v: that snapshot
+// holds every write up to the partition's version and no gap. Notifications
+// only say when to do so; a lost or reordered one delays the cache, it never
+// corrupts it, and CaughtUp compares versions, not notifications.
+type pgCache struct {
+	m *PgManager
+
+	mu         sync.RWMutex
+	partitions map[partitionKey]*cachedPartition
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	listening chan struct{} // closed, then replaced, each time the listener (re)connects
+
+	// For tests: drop every notification; run before each catch-up.
+	dropNotifications atomic.Bool
+	beforeCatchUp     func(tp TopicIDPartition, loaded bool)
+}
+
+// cachedPartition is one consumed partition. data is nil until loaded.
+type cachedPartition struct {
+	tp      TopicIDPartition
+	data    *memPartition
+	pending []func(p *memPartition) bool // this manager's writes made while loading
+	kick    chan struct{}                // capacity 1: a pending refresh
+	cancel  context.CancelFunc
+}
+
+func newPgCache(m *PgManager) *pgCache {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &pgCache{
+		m:          m,
+		partitions: make(map[partitionKey]*cachedPartition),
+		ctx:        ctx,
+		cancel:     cancel,
+		listening:  make(chan struct{}),
+	}
+	c.wg.Go(c.listen)
+	return c
+}
+
+func (c *pgCache) close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// assign starts loading the partitions not yet consumed.
+func (c *pgCache) assign(tps []TopicIDPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		key := keyOf(tp)
+		if c.partitions[key] != nil {
+			continue // assigned twice: not reloaded
+		}
+		ctx, cancel := context.WithCancel(c.ctx)
+		cp := &cachedPartition{tp: tp, kick: make(chan struct{}, 1), cancel: cancel}
+		c.partitions[key] = cp
+		cp.kick <- struct{}{} // the load
+		c.wg.Go(func() { c.follow(ctx, cp) })
+	}
+}
+
+// stop drops the partitions.
+func (c *pgCache) stop(tps []TopicIDPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		if cp := c.partitions[keyOf(tp)]; cp != nil {
+			cp.cancel()
+			delete(c.partitions, keyOf(tp))
+		}
+	}
+}
+
+// refresh asks the partition's follower to catch up, without waiting.
+func (cp *cachedPartition) refresh() {
+	select {
+	case cp.kick <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// follow loads the partition, then catches it up each time it is kicked,
+// until the partition is stopped or the manager closed. Failed fetches are
+// retried with backoff.
+func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
+	backoff := newBackoff()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cp.kick:
+		}
+		if err := c.catchUp(ctx, cp); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			cp.refresh()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff.next()):
+			}
+			continue
+		}
+		backoff.reset()
+	}
+}
+
+// catchUp reads the partition's changes after the cached version, in one
+// snapshot, and applies them.
+func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
+	c.mu.RLock()
+	after := int64(0)
+	if cp.data != nil {
+		after = cp.data.version
+	}
+	hook, loaded := c.beforeCatchUp, cp.data != nil
+	c.mu.RUnlock()
+	if hook != nil {
+		hook(cp.tp, loaded)
+	}
+
+	tx, err := c.m.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
+	key := db.PartitionGetParams{TopicID: cp.tp.TopicID, Partition: cp.tp.Partition}
+	partition, err := c.m.queries.PartitionGet(ctx, tx, key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		partition, err = db.RlmmPartition{}, nil // never written to: version 0
+	}
+	if err != nil {
+		return err
+	}
+	rows, err := c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
+		TopicID: cp.tp.TopicID, Partition: cp.tp.Partition, AfterVersion: after,
+	})
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.partitions[keyOf(cp.tp)] != cp {
+		return nil // stopped meanwhile
+	}
+	if cp.data == nil {
+		cp.data = newMemPartition()
+	}
+	p := cp.data
+	for _, r := range rows {
+		p.put(memSegmentFromRow(r.RlmmSegment))
+	}
+	if partition.Version > p.deleteVersion {
+		p.deleteState, p.deleteVersion = partitionDeleteNone, partition.Version
+		if partition.DeleteState.Valid {
+			p.deleteState = RemotePartitionDeleteState(partition.DeleteState.Int16)
+		}
+	}
+	p.version = max(p.version, partition.Version)
+	// Writes this manager made while the partition loaded may be newer than
+	// the snapshot: keep them (put keeps the newest write of a segment),
+	// and catch up again for the versions in between.
+	for _, write := range cp.pending {
+		write(p)
+		cp.refresh()
+	}
+	cp.pending = nil
+	p.changed()
+	return nil
+}
+
+// put stores s unless the partition holds a newer write of the segment.
+func (p *memPartition) put(s *memSegment) {
+	if old := p.segments[s.meta.SegmentID.ID]; old == nil || old.lastVersion <= s.lastVersion {
+		p.segments[s.meta.SegmentID.ID] = s
+	}
+}
+
+func memSegmentFromRow(r db.RlmmSegment) *memSegment {
+	return &memSegment{
+		meta:            segmentFromRow(r),
+		addedVersion:    r.AddedVersion,
+		finishedVersion: r.FinishedVersion.Int64,
+		lastVersion:     r.LastVersion,
+	}
+}
+
+// applied records a write this manager made to the partition at version,
+// so the write is in the cache before the call returns. When the cache had
+// not seen every earlier version, the version stays where it was (CaughtUp
+// stays false) and the follower catches up. write returns false when the
+// cache lacks what it needs to apply the write; the caller then waits for a
+// catch-up.
+func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memPartition) bool) (needsCatchUp *cachedPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp := c.partitions[keyOf(tp)]
+	if cp == nil {
+		return nil // not consumed
+	}
+	if cp.data == nil {
+		cp.pending = append(cp.pending, write)
+		return nil
+	}
+	p := cp.data
+	if !write(p) {
+		return cp
+	}
+	p.changed()
+	if p.version == version-1 {
+		p.version = version
+	} else if p.version < version {
+		cp.refresh()
+	}
+	return nil
+}
+
+// read runs query on the partition's cached data under the read lock.
+// served is false when the partition is not consumed (the caller asks the
+// database); the error is ErrNotReady while it is loading.
+func (c *pgCache) read(tp TopicIDPartition, query func(p *memPartition)) (served bool, err error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cp := c.partitions[keyOf(tp)]
+	if cp == nil {
+		return false, nil
+	}
+	if cp.data == nil {
+		return true, newError(ErrNotReady, "partition %s is still loading", tp)
+	}
+	query(cp.data)
+	return true, nil
+}
+
+// listen keeps a connection listening on notifyChannel, reconnecting with
+// backoff, and kicks the followers of the partitions notified. After each
+// (re)connect every partition catches up, for what was missed meanwhile.
+func (c *pgCache) listen() {
+	backoff := newBackoff()
+	for c.ctx.Err() == nil {
+		err := c.listenOnce()
+		if c.ctx.Err() != nil {
+			return
+		}
+		_ = err // the store is unreachable: CaughtUp says so, queries keep answering
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(backoff.next()):
+		}
+	}
+}
+
+func (c *pgCache) listenOnce() error {
+	conn, err := pgx.ConnectConfig(c.ctx, c.m.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(c.ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	for _, cp := range c.partitions {
+		cp.refresh()
+	}
+	close(c.listening)
+	c.listening = make(chan struct{})
+	c.mu.Unlock()
+	for {
+		n, err := conn.WaitForNotification(c.ctx)
+		if err != nil {
+			return err
+		}
+		key, version, ok := parseNotification(n.Payload)
+		if !ok || c.dropNotifications.Load() {
+			continue
+		}
+		c.mu.RLock()
+		if cp := c.partitions[key]; cp != nil && (cp.data == nil || cp.data.version < version) {
+			cp.refresh()
+		}
+		c.mu.RUnlock()
+	}
+}
+
+func parseNotification(payload string) (partitionKey, int64, bool) {
+	parts := strings.Split(payload, "/")
+	if len(parts) != 3 {
+		return partitionKey{}, 0, false
+	}
+	topicID, err1 := uuid.Parse(parts[0])
+	partition, err2 := strconv.ParseInt(parts[1], 10, 32)
+	version, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return partitionKey{}, 0, false
+	}
+	return partitionKey{topicID: topicID, partition: int32(partition)}, version, true
+}
+
+// cachedVersion returns the partition's cached version; loaded is false
+// while it loads, consumed false when the manager does not consume it.
+func (c *pgCache) cachedVersion(tp TopicIDPartition) (version int64, consumed, loaded bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cp := c.partitions[keyOf(tp)]
+	if cp == nil {
+		return 0, false, false
+	}
+	if cp.data == nil {
+		return 0, true, false
+	}
+	return cp.data.version, true, true
+}
+
+func (c *pgCache) kick(tp TopicIDPartition) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if cp := c.partitions[keyOf(tp)]; cp != nil {
+		cp.refresh()
+	}
+}
+
+// backoff is an exponential delay with jitter, from 50 ms to 5 s.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{} }
+
+func (b *backoff) reset() { b.d = 0 }
+
+func (b *backoff) next() time.Duration {
+	switch {
+	case b.d == 0:
+		b.d = 50 * time.Millisecond
+	case b.d < 5*time.Second:
+		b.d = min(2*b.d, 5*time.Second)
+	}
+	return b.d/2 + time.Duration(time.Now().UnixNano()%int64(b.d/2+1))
+}

@@ -1,0 +1,447 @@
+package remotestorage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/rlmmtest"
+)
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// newCachedManager returns a manager WithCache over its own pool on dsn.
+func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	m, err := rs.NewPgManager(t.Context(), pool, append(opts, rs.WithCache())...)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return m
+}
+
+// waitLoaded waits until the cached partition tp has loaded.
+func waitLoaded(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
+	t.Helper()
+	eventually(t, 10*time.Second, "partition loaded", func() bool {
+		_, err := m.CaughtUp(context.Background(), tp)
+		return !errors.Is(err, rs.ErrNotReady)
+	})
+}
+
+// waitCaughtUp waits until m says it is caught up on tp.
+func waitCaughtUp(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
+	t.Helper()
+	eventually(t, 10*time.Second, "caught up on "+tp.String(), func() bool {
+		ok, err := m.CaughtUp(context.Background(), tp)
+		require.NoError(t, err)
+		return ok
+	})
+}
+
+// consumingManager makes a cached PgManager consume every partition the
+// conformance suite touches, before the call, so the suite runs against the
+// cache.
+type consumingManager struct {
+	*rs.PgManager
+	t    *testing.T
+	mu   sync.Mutex
+	seen map[[20]byte]bool
+}
+
+func (c *consumingManager) consume(tp rs.TopicIDPartition) {
+	var key [20]byte
+	copy(key[:], tp.TopicID[:])
+	key[16], key[17], key[18], key[19] = byte(tp.Partition>>24), byte(tp.Partition>>16), byte(tp.Partition>>8), byte(tp.Partition)
+	c.mu.Lock()
+	fresh := !c.seen[key]
+	c.seen[key] = true
+	c.mu.Unlock()
+	if fresh {
+		require.NoError(c.t, c.OnPartitionLeadershipChanges(context.Background(), []rs.TopicIDPartition{tp}, nil))
+		waitLoaded(c.t, c.PgManager, tp)
+	}
+}
+
+func (c *consumingManager) AddRemoteLogSegmentMetadata(ctx context.Context, m rs.RemoteLogSegmentMetadata) error {
+	c.consume(m.SegmentID.TopicIDPartition)
+	return c.PgManager.AddRemoteLogSegmentMetadata(ctx, m)
+}
+func (c *consumingManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u rs.RemoteLogSegmentMetadataUpdate) error {
+	c.consume(u.SegmentID.TopicIDPartition)
+	return c.PgManager.UpdateRemoteLogSegmentMetadata(ctx, u)
+}
+func (c *consumingManager) RemoteLogSegmentMetadata(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
+	c.consume(tp)
+	return c.PgManager.RemoteLogSegmentMetadata(ctx, tp, e, o)
+}
+func (c *consumingManager) HighestOffsetForEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
+	c.consume(tp)
+	return c.PgManager.HighestOffsetForEpoch(ctx, tp, e)
+}
+func (c *consumingManager) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) ([]rs.RemoteLogSegmentMetadata, error) {
+	c.consume(tp)
+	return c.PgManager.ListRemoteLogSegments(ctx, tp)
+}
+func (c *consumingManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) ([]rs.RemoteLogSegmentMetadata, error) {
+	c.consume(tp)
+	return c.PgManager.ListRemoteLogSegmentsByEpoch(ctx, tp, e)
+}
+func (c *consumingManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d rs.RemotePartitionDeleteMetadata) error {
+	c.consume(d.TopicIDPartition)
+	return c.PgManager.PutRemotePartitionDeleteMetadata(ctx, d)
+}
+func (c *consumingManager) CaughtUp(ctx context.Context, tp rs.TopicIDPartition) (bool, error) {
+	c.consume(tp)
+	return c.PgManager.CaughtUp(ctx, tp)
+}
+func (c *consumingManager) RemoteLogSize(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, error) {
+	c.consume(tp)
+	return c.PgManager.RemoteLogSize(ctx, tp, e)
+}
+func (c *consumingManager) NextSegmentWithTxnIndex(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
+	c.consume(tp)
+	return c.PgManager.NextSegmentWithTxnIndex(ctx, tp, e, o)
+}
+
+// The conformance suite, answered from the cache.
+func TestCachedPgManagerConformance(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
+		return &consumingManager{PgManager: newCachedManager(t, dsn, opts...), t: t, seen: map[[20]byte]bool{}}
+	})
+}
+
+// A write through a cached manager is in its own cache before the call
+// returns, and queries on a loaded partition make no round trip; CaughtUp
+// makes one.
+func TestCacheReadsYourWritesWithoutRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, counter := newCountingPool(t, pgtest.NewDatabase(t))
+	m, err := rs.NewPgManager(ctx, pool, rs.WithCache())
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	tp := testTP(0)
+	require.NoError(t, m.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
+	waitLoaded(t, m, tp)
+
+	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0, 1: 50})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+	waitCaughtUp(t, m, tp)
+
+	counter.take()
+	got, ok, err := m.RemoteLogSegmentMetadata(ctx, tp, 1, 60)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, s.SegmentID, got.SegmentID)
+	require.Equal(t, rs.CopySegmentFinished, got.State)
+	highest, ok, err := m.HighestOffsetForEpoch(ctx, tp, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 99, highest)
+	list, err := m.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	trips, queries := counter.take()
+	require.Zero(t, trips, "cached queries went to the database: %v", queries)
+
+	ok, err = m.CaughtUp(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, ok)
+	trips, _ = counter.take()
+	require.EqualValues(t, 1, trips, "CaughtUp on a cached partition is one round trip")
+}
+
+// Broker A writes; broker B caches. Whenever B says it is caught up, its
+// answers equal the model's.
+func TestCacheCrossBroker(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	poolA, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(poolA.Close)
+	a, err := rs.NewPgManager(ctx, poolA)
+	require.NoError(t, err)
+	b := newCachedManager(t, dsn)
+	model := rlmmtest.NewModel(rs.DefaultMaxCustomMetadataBytes)
+
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	topicID := uuid.New()
+	tps := []rs.TopicIDPartition{{TopicID: topicID, Topic: "cross", Partition: 0}, {TopicID: topicID, Topic: "cross", Partition: 1}}
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, tps[:1], tps[1:]))
+	var ids []rs.RemoteLogSegmentID
+	for step := range 400 {
+		tp := tps[rng.IntN(len(tps))]
+		var errA, errModel error
+		switch r := rng.IntN(100); {
+		case r < 45 || len(ids) == 0:
+			start := rng.Int64N(300)
+			end := start + rng.Int64N(40)
+			epochs := map[rs.LeaderEpoch]int64{rs.LeaderEpoch(rng.IntN(3)): start}
+			if end > start && rng.IntN(4) == 0 {
+				epochs[3] = start + 1 + rng.Int64N(end-start)
+			}
+			s := segment(tp, start, end, epochs)
+			s.TxnIndexEmpty = rng.IntN(3) > 0
+			errA = a.AddRemoteLogSegmentMetadata(ctx, s)
+			errModel = model.AddRemoteLogSegmentMetadata(ctx, s)
+			ids = append(ids, s.SegmentID)
+		case r < 97:
+			u := rs.RemoteLogSegmentMetadataUpdate{SegmentID: ids[rng.IntN(len(ids))], State: rs.RemoteLogSegmentState(1 + rng.IntN(3)), BrokerID: int32(step)}
+			if rng.IntN(3) == 0 {
+				u.CustomMetadata = []byte(fmt.Sprint(step))
+			}
+			errA = a.UpdateRemoteLogSegmentMetadata(ctx, u)
+			errModel = model.UpdateRemoteLogSegmentMetadata(ctx, u)
+		default:
+			d := rs.RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: rs.RemotePartitionDeleteState(rng.IntN(3))}
+			errA = a.PutRemotePartitionDeleteMetadata(ctx, d)
+			errModel = model.PutRemotePartitionDeleteMetadata(ctx, d)
+		}
+		require.Equal(t, errModel == nil, errA == nil, "step %d (seed %d): model %v, store %v", step, seed, errModel, errA)
+		if step%10 != 9 {
+			continue
+		}
+		for _, tp := range tps {
+			waitCaughtUp(t, b, tp)
+			requireSameAnswers(t, fmt.Sprintf("step %d seed %d", step, seed), model, b, tp)
+		}
+	}
+}
+
+// requireSameAnswers compares every query of got with want on tp.
+func requireSameAnswers(t *testing.T, where string, want, got rlmmtest.Manager, tp rs.TopicIDPartition) {
+	t.Helper()
+	ctx := context.Background()
+	wantList, err := want.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	gotList, err := got.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.Equal(t, ids(wantList), ids(gotList), "%s: list", where)
+	for e := rs.LeaderEpoch(0); e < 4; e++ {
+		wantHighest, wantOK, _ := want.HighestOffsetForEpoch(ctx, tp, e)
+		gotHighest, gotOK, err := got.HighestOffsetForEpoch(ctx, tp, e)
+		require.NoError(t, err)
+		require.Equal(t, wantOK, gotOK, "%s: highest of epoch %d", where, e)
+		require.Equal(t, wantHighest, gotHighest, "%s: highest of epoch %d", where, e)
+		for o := int64(0); o < 350; o += 7 {
+			wantSeg, wantOK, _ := want.RemoteLogSegmentMetadata(ctx, tp, e, o)
+			gotSeg, gotOK, err := got.RemoteLogSegmentMetadata(ctx, tp, e, o)
+			require.NoError(t, err)
+			require.Equal(t, wantOK, gotOK, "%s: lookup epoch %d offset %d", where, e, o)
+			require.Equal(t, wantSeg.SegmentID, gotSeg.SegmentID, "%s: lookup epoch %d offset %d", where, e, o)
+			require.Equal(t, wantSeg.State, gotSeg.State, "%s: lookup epoch %d offset %d", where, e, o)
+			require.Equal(t, string(wantSeg.CustomMetadata), string(gotSeg.CustomMetadata), "%s: lookup epoch %d offset %d", where, e, o)
+		}
+		wantNext, _, _ := want.NextSegmentWithTxnIndex(ctx, tp, e, 0)
+		gotNext, _, err := got.NextSegmentWithTxnIndex(ctx, tp, e, 0)
+		require.NoError(t, err)
+		require.Equal(t, wantNext.SegmentID, gotNext.SegmentID, "%s: next with txn index, epoch %d", where, e)
+	}
+}
+
+func ids(list []rs.RemoteLogSegmentMetadata) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = s.SegmentID.ID.String() + "/" + s.State.String()
+	}
+	return out
+}
+
+// writeFinished adds and finishes a segment through m.
+func writeFinished(t *testing.T, m rs.RemoteLogMetadataManager, tp rs.TopicIDPartition, start, end int64) rs.RemoteLogSegmentMetadata {
+	t.Helper()
+	s := segment(tp, start, end, map[rs.LeaderEpoch]int64{0: start})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(t.Context(), s))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(t.Context(), update(s, rs.CopySegmentFinished)))
+	return s
+}
+
+// A lost notification never leaves the cache stale for good: CaughtUp
+// compares versions, says false, and has the cache catch up.
+func TestCacheMissedNotification(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	a := newCachedManager(t, dsn) // a writer that caches nothing
+	b := newCachedManager(t, dsn)
+	tp := testTP(0)
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	waitLoaded(t, b, tp)
+	b.DropNotifications(true)
+
+	s := writeFinished(t, a, tp, 0, 99)
+	ok, err := b.CaughtUp(ctx, tp)
+	require.NoError(t, err)
+	require.False(t, ok, "no notification reached b, so its cache cannot hold the write yet")
+	waitCaughtUp(t, b, tp)
+	got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, s.SegmentID, got.SegmentID)
+}
+
+// When the listener's connection drops, the cache keeps answering, CaughtUp
+// stays honest, and the cache catches up once the connection is back.
+func TestCacheListenerConnectionDropped(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	admin, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	a := newCachedManager(t, dsn)
+	b := newCachedManager(t, dsn)
+	tp := testTP(0)
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
+	waitLoaded(t, b, tp)
+	first := writeFinished(t, a, tp, 0, 99)
+	waitCaughtUp(t, b, tp)
+
+	// Kill b's listener (the only backend of this database listening).
+	reconnected := b.ListenerConnected()
+	var killed int
+	eventually(t, 10*time.Second, "the listener's backend is killed", func() bool {
+		require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = 'LISTEN rlmm_changes' AND pid <> pg_backend_pid()`).Scan(&killed))
+		return killed > 0
+	})
+	second := writeFinished(t, a, tp, 100, 199)
+
+	// Until it catches up, b answers from its cache, and says true only if
+	// the answer holds the write.
+	list, err := b.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.NotEmpty(t, list)
+	if ok, err := b.CaughtUp(ctx, tp); err == nil && ok {
+		_, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 150)
+		require.NoError(t, err)
+		require.True(t, found, "CaughtUp said true without the write")
+	}
+	select {
+	case <-reconnected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not reconnect within 10 s")
+	}
+	waitCaughtUp(t, b, tp)
+	for _, s := range []rs.RemoteLogSegmentMetadata{first, second} {
+		got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, s.StartOffset)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, s.SegmentID, got.SegmentID)
+	}
+}
+
+// A partition still loading answers ErrNotReady; a partition not consumed
+// is answered by the database and is never caught up; assigning twice does
+// not reload; stopping drops the partition.
+func TestCacheAssignment(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	a := newCachedManager(t, dsn)
+	b := newCachedManager(t, dsn)
+	tp := testTP(0)
+	s := writeFinished(t, a, tp, 0, 99)
+
+	gate := make(chan struct{})
+	var loads atomic.Int32
+	b.BeforeCatchUp(func(_ rs.TopicIDPartition, loaded bool) {
+		if !loaded {
+			loads.Add(1)
+			<-gate
+		}
+	})
+
+	// Not consumed: the database answers, CaughtUp is false.
+	got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 10)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, s.SegmentID, got.SegmentID)
+	ok, err := b.CaughtUp(ctx, tp)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
+	_, _, err = b.RemoteLogSegmentMetadata(ctx, tp, 0, 10)
+	require.ErrorIs(t, err, rs.ErrNotReady)
+	_, err = b.ListRemoteLogSegments(ctx, tp)
+	require.ErrorIs(t, err, rs.ErrNotReady)
+	_, err = b.CaughtUp(ctx, tp)
+	require.ErrorIs(t, err, rs.ErrNotReady)
+	close(gate)
+	waitLoaded(t, b, tp)
+	waitCaughtUp(t, b, tp)
+	got, found, err = b.RemoteLogSegmentMetadata(ctx, tp, 0, 10)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, s.SegmentID, got.SegmentID)
+
+	// Kafka may announce a partition again (leader, then follower).
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	ok, err = b.CaughtUp(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, ok, "a partition assigned twice is not reloaded")
+	require.EqualValues(t, 1, loads.Load())
+
+	require.NoError(t, b.OnStopPartitions(ctx, []rs.TopicIDPartition{tp}))
+	ok, err = b.CaughtUp(ctx, tp)
+	require.NoError(t, err)
+	require.False(t, ok, "a stopped partition is not consumed")
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
+	waitLoaded(t, b, tp)
+	waitCaughtUp(t, b, tp)
+	require.EqualValues(t, 2, loads.Load(), "a partition assigned again after a stop loads again")
+}
+
+// Writes made while the partition loads are in the cache once it is loaded.
+func TestCacheWriteWhileLoading(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := newCachedManager(t, pgtest.NewDatabase(t))
+	tp := testTP(0)
+	gate := make(chan struct{})
+	b.BeforeCatchUp(func(_ rs.TopicIDPartition, loaded bool) {
+		if !loaded {
+			<-gate
+		}
+	})
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
+	s := writeFinished(t, b, tp, 0, 99)
+	close(gate)
+	waitLoaded(t, b, tp)
+	got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 10)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, s.SegmentID, got.SegmentID)
+	waitCaughtUp(t, b, tp)
+}
