@@ -20,7 +20,7 @@ import (
 )
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -44,7 +44,7 @@ func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager
 }
 
 // waitLoaded waits until the cached partition tp has loaded.
-func waitLoaded(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
+func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
 	eventually(t, 10*time.Second, "partition loaded", func() bool {
 		_, err := m.CaughtUp(context.Background(), tp)
