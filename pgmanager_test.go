@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -334,4 +335,36 @@ func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q recordedQ
 	top := plans[0].Plan
 	buffers := int(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64))
 	return string(raw), buffers
+}
+
+// A store failure wraps ErrIO and keeps its cause: the context's error, or
+// the server's *pgconn.PgError.
+func TestPgManagerStoreFailures(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	m, err := rs.NewPgManager(t.Context(), pool)
+	require.NoError(t, err)
+	tp := testTP(0)
+
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, _, err = m.RemoteLogSegmentMetadata(canceled, tp, 0, 0)
+	require.ErrorIs(t, err, rs.ErrIO)
+	require.ErrorIs(t, err, context.Canceled)
+	err = m.AddRemoteLogSegmentMetadata(canceled, segment(tp, 0, 9, map[rs.LeaderEpoch]int64{0: 0}))
+	require.ErrorIs(t, err, rs.ErrIO)
+	require.ErrorIs(t, err, context.Canceled)
+
+	_, err = pool.Exec(t.Context(), "DROP TABLE rlmm_segment_epochs")
+	require.NoError(t, err)
+	_, _, err = m.RemoteLogSegmentMetadata(t.Context(), tp, 0, 0)
+	require.ErrorIs(t, err, rs.ErrIO)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "42P01", pgErr.Code) // undefined_table
+	require.NotErrorIs(t, err, pgx.ErrNoRows)
+	err = m.AddRemoteLogSegmentMetadata(t.Context(), segment(tp, 0, 9, map[rs.LeaderEpoch]int64{0: 0}))
+	require.ErrorIs(t, err, rs.ErrIO)
+	require.ErrorAs(t, err, &pgErr)
+	require.NotErrorIs(t, err, rs.ErrInvalidAdd)
 }
