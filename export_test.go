@@ -21,3 +21,6 @@ func (m *PgManager) ListenerConnected() <-chan struct{} {
 	defer m.cache.mu.RUnlock()
 	return m.cache.listening
 }
+
+// Listening reports whether the cache's listener is connected and listening.
+func (m *PgManager) Listening() bool { return m.cache.connected.Load() }

@@ -3,6 +3,7 @@ package remotestorage
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -190,6 +191,7 @@ type options struct {
 	maxCustomMetadataBytes int
 	readReplica            *pgxpool.Pool // PgManager only: where queries go
 	cache                  bool          // PgManager only: keep consumed partitions in memory
+	logger                 *slog.Logger  // WithLogger; nil: none
 }
 
 // DefaultMaxCustomMetadataBytes is the custom metadata limit when

@@ -55,6 +55,7 @@ type pgCache struct {
 	wg     sync.WaitGroup
 
 	listening chan struct{} // closed, then replaced, each time the listener (re)connects
+	connected atomic.Bool   // the listener is listening
 
 	// For tests: drop every notification; run before each catch-up.
 	dropNotifications atomic.Bool
@@ -311,7 +312,9 @@ func (c *pgCache) listenOnce() error {
 	if _, err := conn.Exec(c.ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
+	defer c.connected.Store(false)
 	c.mu.Lock()
+	c.connected.Store(true)
 	for _, cp := range c.partitions {
 		cp.refresh()
 	}

@@ -146,6 +146,9 @@ func TestCacheReadsYourWritesWithoutRoundTrips(t *testing.T) {
 	m, err := rs.NewPgManager(ctx, pool, rs.WithCache())
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
+	// Once listening, nothing makes the cache read in the background but
+	// other brokers' writes, and there are none here.
+	eventually(t, 10*time.Second, "the listener listens", m.Listening)
 	tp := testTP(0)
 	require.NoError(t, m.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
 	waitLoaded(t, m, tp)

@@ -355,7 +355,7 @@ func TestPgManagerStoreFailures(t *testing.T) {
 	require.ErrorIs(t, err, rs.ErrIO)
 	require.ErrorIs(t, err, context.Canceled)
 
-	_, err = pool.Exec(t.Context(), "DROP TABLE rlmm_segment_epochs")
+	_, err = pool.Exec(t.Context(), "DROP TABLE rlmm_segment_epochs CASCADE")
 	require.NoError(t, err)
 	_, _, err = m.RemoteLogSegmentMetadata(t.Context(), tp, 0, 0)
 	require.ErrorIs(t, err, rs.ErrIO)

@@ -33,6 +33,58 @@ type RlmmPartition struct {
 	UpdatedAt pgtype.Timestamptz
 }
 
+// The partition-delete states: code (rlmm_partitions.delete_state) and name. -1 NONE stands for a NULL delete_state (no delete record). Read-only; mirrors statemachine.go.
+type RlmmPartitionDeleteState struct {
+	// State code, as stored in rlmm_partitions.delete_state; -1 for NULL (none).
+	State int16
+	// State name, as Kafka and the library spell it.
+	Name string
+}
+
+// The partition-delete transitions the state machine allows (-1: no delete record; self-transitions are idempotent retries): a copy of statemachine.go, checked against it by guard_test.go. The trigger rlmm_partitions_delete_state_guard refuses any UPDATE of rlmm_partitions.delete_state outside it. Read-only.
+type RlmmPartitionDeleteTransition struct {
+	// Delete state the partition is in (rlmm_partition_delete_states; -1 none).
+	FromState int16
+	// Delete state it may move to (rlmm_partition_delete_states).
+	ToState int16
+}
+
+// One row per partition: its segments per state, the bytes it holds in remote storage, its delete state, version and last change.
+type RlmmPartitionsV struct {
+	// Topic name.
+	Topic string
+	// Partition number.
+	Partition int32
+	// Segments in COPY_SEGMENT_STARTED (being uploaded).
+	CopyStarted int64
+	// Segments in COPY_SEGMENT_FINISHED (the ones lookups see).
+	CopyFinished int64
+	// Segments in DELETE_SEGMENT_STARTED (being deleted from remote storage).
+	DeleteStarted int64
+	// Segments in DELETE_SEGMENT_FINISHED (forgotten, rows kept until rlmmctl purge).
+	DeleteFinished int64
+	// Summed size of the segments not forgotten, readable (pg_size_pretty): what remote storage holds, or is copying or deleting, for the partition.
+	Size string
+	// The same size in bytes.
+	SizeBytes int64
+	// Partition delete state name: NONE, DELETE_PARTITION_MARKED, DELETE_PARTITION_STARTED or DELETE_PARTITION_FINISHED.
+	DeleteState string
+	// Broker that wrote the latest partition-delete record; NULL: none.
+	DeleteBrokerID pgtype.Int4
+	// Event time of the latest partition-delete record; NULL: none.
+	DeleteEventTime pgtype.Timestamptz
+	// Committed version of the partition, bumped by every write to it (CaughtUp compares it).
+	Version int64
+	// Time of the last write to the partition or any of its segments.
+	LastChange pgtype.Timestamptz
+	// When the partition was first written to.
+	CreatedAt pgtype.Timestamptz
+	// Topic id (UUID).
+	TopicID uuid.UUID
+	// Partition delete state code, as stored; NULL: none.
+	DeleteStateCode pgtype.Int2
+}
+
 // One row per remote log segment ever added. A segment in DELETE_SEGMENT_FINISHED (or of a partition whose delete finished) is forgotten by every query but keeps its id taken.
 type RlmmSegment struct {
 	// Kafka topic id.
@@ -101,4 +153,98 @@ type RlmmSegmentEpoch struct {
 	AddedVersion int64
 	// Partition version of the segment's first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.
 	FinishedVersion pgtype.Int8
+	// Copy of the segment's last_version, set by the library's writes (the guard triggers tell a manual UPDATE by it staying unchanged).
+	LastVersion int64
+}
+
+// One row per (segment, leader epoch): the offsets of that epoch inside the segment, which is what offset lookups match against.
+type RlmmSegmentEpochsV struct {
+	// Topic name.
+	Topic string
+	// Partition number.
+	Partition int32
+	// Leader epoch.
+	Epoch int32
+	// First offset of the epoch inside the segment.
+	FirstOffset int64
+	// Last offset of the epoch inside the segment (inclusive).
+	LastOffset int64
+	// Number of offsets of the epoch inside the segment.
+	OffsetCount int64
+	// The segment (rlmm_segments_v.segment_id).
+	SegmentID uuid.UUID
+	// State name of the segment.
+	State string
+	// True when lookups of this epoch may return the segment: COPY_SEGMENT_FINISHED, and its partition's delete has not finished.
+	AnswersLookups pgtype.Bool
+	// First offset of the whole segment.
+	SegmentStartOffset int64
+	// Last offset of the whole segment (what HighestOffsetForEpoch returns).
+	SegmentEndOffset int64
+	// Partition version of the segment's first COPY_SEGMENT_FINISHED: among overlapping ranges that start at the same offset, the latest wins a lookup.
+	FinishedVersion pgtype.Int8
+	// Topic id (UUID).
+	TopicID uuid.UUID
+}
+
+// The segment states: code (rlmm_segments.state) and name. Read-only; mirrors statemachine.go.
+type RlmmSegmentState struct {
+	// State code, as stored in rlmm_segments.state and rlmm_segment_epochs.state.
+	State int16
+	// State name, as Kafka and the library spell it.
+	Name string
+}
+
+// The segment transitions the state machine allows (self-transitions are idempotent retries): a copy of statemachine.go, checked against it by guard_test.go. The trigger rlmm_segments_state_guard refuses any UPDATE of rlmm_segments.state outside it. Read-only.
+type RlmmSegmentTransition struct {
+	// State the segment is in (rlmm_segment_states).
+	FromState int16
+	// State it may move to (rlmm_segment_states).
+	ToState int16
+}
+
+// One row per segment ever added (forgotten ones too), readable: state names, sizes, epochs as text, times as timestamps.
+type RlmmSegmentsV struct {
+	// Topic name.
+	Topic string
+	// Partition number.
+	Partition int32
+	// Segment id (rlmm_segments.segment_id).
+	SegmentID uuid.UUID
+	// Segment state name: COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED (the only one lookups see), DELETE_SEGMENT_STARTED, DELETE_SEGMENT_FINISHED.
+	State string
+	// True when no query of the library returns the segment any more: DELETE_SEGMENT_FINISHED, or its partition's delete finished. The row stays so the id stays taken (rlmmctl purge reclaims it).
+	Forgotten pgtype.Bool
+	// First offset in the segment.
+	StartOffset int64
+	// Last offset in the segment (inclusive).
+	EndOffset int64
+	// Number of offsets the segment spans: end_offset - start_offset + 1.
+	OffsetCount int64
+	// Leader epochs and the first offset of each in the segment, as epoch:first_offset, e.g. '0:0, 1:20'.
+	Epochs string
+	// Segment size in remote storage, readable (pg_size_pretty).
+	Size string
+	// Segment size in remote storage, in bytes.
+	SizeBytes int32
+	// Broker that wrote the latest state.
+	BrokerID int32
+	// Event time of the latest state (from event_timestamp_ms).
+	EventTime pgtype.Timestamptz
+	// Largest record timestamp in the segment (from max_timestamp_ms).
+	MaxTimestamp pgtype.Timestamptz
+	// True when the segment has no transaction index entries.
+	TxnIndexEmpty bool
+	// Size of the custom metadata in bytes; 0: none.
+	CustomMetadataBytes interface{}
+	// Delete state of the segment's partition: NONE, DELETE_PARTITION_MARKED, DELETE_PARTITION_STARTED or DELETE_PARTITION_FINISHED.
+	PartitionDeleteState string
+	// When the segment was added.
+	CreatedAt pgtype.Timestamptz
+	// When the segment was last written to.
+	UpdatedAt pgtype.Timestamptz
+	// Topic id (UUID).
+	TopicID uuid.UUID
+	// Segment state code, as stored (rlmm_segment_states).
+	StateCode int16
 }

@@ -35,10 +35,10 @@ WITH partition_row AS (
 ), epochs AS (
     INSERT INTO rlmm_segment_epochs (
         topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-        segment_start_offset, segment_end_offset, added_version)
+        segment_start_offset, segment_end_offset, added_version, last_version)
     SELECT $1::uuid, $2::integer, $5::uuid,
         ($15::integer[])[i], ($16::bigint[])[i], ($17::bigint[])[i], $13::smallint,
-        $6::bigint, $7::bigint, segment.added_version
+        $6::bigint, $7::bigint, segment.added_version, segment.added_version
     FROM segment, generate_subscripts($15::integer[], 1) AS i
 ), notification AS (
     SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
@@ -448,7 +448,7 @@ WITH locked_partition AS MATERIALIZED (
     RETURNING p.topic_id, p.partition, p.version
 ), epochs AS (
     UPDATE rlmm_segment_epochs AS e
-    SET state = $4::smallint, finished_version = segment.finished_version
+    SET state = $4::smallint, finished_version = segment.finished_version, last_version = segment.last_version
     FROM segment
     WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.segment_id = $3::uuid
 ), notification AS (

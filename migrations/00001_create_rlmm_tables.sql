@@ -121,6 +121,7 @@ CREATE TABLE rlmm_segment_epochs (
     segment_end_offset    bigint   NOT NULL,
     added_version         bigint   NOT NULL,
     finished_version      bigint,
+    last_version          bigint   NOT NULL DEFAULT 0,
     CONSTRAINT rlmm_segment_epochs_pkey PRIMARY KEY (topic_id, partition, segment_id, epoch),
     CONSTRAINT rlmm_segment_epochs_segment_fkey FOREIGN KEY (topic_id, partition, segment_id)
         REFERENCES rlmm_segments (topic_id, partition, segment_id) ON DELETE CASCADE,
@@ -155,6 +156,7 @@ COMMENT ON COLUMN rlmm_segment_epochs.state IS 'Copy of the segment''s state, ke
 COMMENT ON COLUMN rlmm_segment_epochs.segment_start_offset IS 'Copy of the segment''s start offset (list order).';
 COMMENT ON COLUMN rlmm_segment_epochs.segment_end_offset IS 'Copy of the segment''s end offset (highest offset for an epoch).';
 COMMENT ON COLUMN rlmm_segment_epochs.added_version IS 'Copy of the segment''s added_version (list order).';
+COMMENT ON COLUMN rlmm_segment_epochs.last_version IS 'Copy of the segment''s last_version, set by the library''s writes (the guard triggers tell a manual UPDATE by it staying unchanged).';
 COMMENT ON COLUMN rlmm_segment_epochs.finished_version IS 'Partition version of the segment''s first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.';
 
 -- +goose Down

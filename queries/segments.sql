@@ -27,10 +27,10 @@ WITH partition_row AS (
 ), epochs AS (
     INSERT INTO rlmm_segment_epochs (
         topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-        segment_start_offset, segment_end_offset, added_version)
+        segment_start_offset, segment_end_offset, added_version, last_version)
     SELECT @topic_id::uuid, @partition::integer, @segment_id::uuid,
         (@epochs::integer[])[i], (@epoch_first_offsets::bigint[])[i], (@epoch_last_offsets::bigint[])[i], @state::smallint,
-        @start_offset::bigint, @end_offset::bigint, segment.added_version
+        @start_offset::bigint, @end_offset::bigint, segment.added_version, segment.added_version
     FROM segment, generate_subscripts(@epochs::integer[], 1) AS i
 ), notification AS (
     SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
@@ -74,7 +74,7 @@ WITH locked_partition AS MATERIALIZED (
     RETURNING p.topic_id, p.partition, p.version
 ), epochs AS (
     UPDATE rlmm_segment_epochs AS e
-    SET state = @state::smallint, finished_version = segment.finished_version
+    SET state = @state::smallint, finished_version = segment.finished_version, last_version = segment.last_version
     FROM segment
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
 ), notification AS (

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
@@ -24,7 +26,7 @@ func TestDemoAgainstDatabaseURL(t *testing.T) {
 	for _, h := range demoHeadings {
 		require.Contains(t, r.stdout, h)
 	}
-	require.Contains(t, r.stdout, "migrated to schema version 1")
+	require.Contains(t, r.stdout, fmt.Sprintf("migrated to schema version %d", remotestorage.SchemaVersion))
 	require.Regexp(t, `(?m)^  HIT  `, r.stdout)
 	require.Regexp(t, `(?m)^  MISS  .* → no segment: .*deleted`, r.stdout)
 	require.Contains(t, r.stdout, "→ refused: remotestorage: invalid segment state transition")

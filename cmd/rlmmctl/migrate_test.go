@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -30,16 +31,16 @@ func TestMigrateUpThenStatusOnEmptyDatabase(t *testing.T) {
 	// ways of naming the database reach the same one.
 	r = rlmmctl(t, []string{"DATABASE_URL=" + dsn}, "migrate", "up")
 	require.Equal(t, 0, r.code, r.output())
-	require.Contains(t, r.stdout, "migrated the schema from version 0 to 1")
+	require.Contains(t, r.stdout, fmt.Sprintf("migrated the schema from version 0 to %d", remotestorage.SchemaVersion))
 	require.Contains(t, r.stdout, "(from DATABASE_URL)")
 
 	r = rlmmctl(t, pgEnv(t, dsn), "migrate", "status")
 	require.Equal(t, 0, r.code, r.output())
 	require.Contains(t, r.stdout, "applied")
 	require.NotContains(t, r.stdout, "pending")
-	require.Contains(t, r.stdout, "schema version 1: up to date")
+	require.Contains(t, r.stdout, fmt.Sprintf("schema version %d: up to date", remotestorage.SchemaVersion))
 
-	require.Contains(t, ok(t, dsn, "migrate", "up"), "already at version 1")
+	require.Contains(t, ok(t, dsn, "migrate", "up"), fmt.Sprintf("already at version %d", remotestorage.SchemaVersion))
 }
 
 func TestMigrateDown(t *testing.T) {
@@ -53,10 +54,10 @@ func TestMigrateDown(t *testing.T) {
 	require.Contains(t, r.stderr, "--force")
 	require.Contains(t, ok(t, dsn, "migrate", "status"), "up to date")
 
-	require.Contains(t, ok(t, dsn, "migrate", "down", "--force"), "rolled back")
+	require.Contains(t, ok(t, dsn, "migrate", "down", "--force", "--to", "0"), "rolled back")
 	require.Contains(t, ok(t, dsn, "migrate", "status"), "pending")
 	require.Contains(t, ok(t, dsn, "migrate", "down"), "nothing to roll back")
-	require.Contains(t, ok(t, dsn, "migrate", "up"), "from version 0 to 1")
+	require.Contains(t, ok(t, dsn, "migrate", "up"), fmt.Sprintf("from version 0 to %d", remotestorage.SchemaVersion))
 }
 
 func TestMigrateSQL(t *testing.T) {
@@ -75,7 +76,7 @@ func TestMigrateSQL(t *testing.T) {
 	require.NotContains(t, sql, "DROP TABLE", "only the Up sections")
 
 	require.NotContains(t, ok(t, "", "migrate", "sql", "--no-version-table"), "rlmm_goose_db_version")
-	require.Contains(t, ok(t, "", "migrate", "sql", "--after", "1"), "Nothing newer than version 1")
+	require.Contains(t, ok(t, "", "migrate", "sql", "--after", fmt.Sprint(remotestorage.SchemaVersion)), fmt.Sprintf("Nothing newer than version %d", remotestorage.SchemaVersion))
 
 	// What a DBA does with it: apply it with their own tool. Then the
 	// library and goose see a migrated schema.
@@ -88,9 +89,9 @@ func TestMigrateSQL(t *testing.T) {
 	require.NoError(t, err)
 
 	status := ok(t, dsn, "migrate", "status")
-	require.Contains(t, status, "schema version 1: up to date")
+	require.Contains(t, status, fmt.Sprintf("schema version %d: up to date", remotestorage.SchemaVersion))
 	require.NotContains(t, status, "pending")
-	require.Contains(t, ok(t, dsn, "migrate", "up"), "already at version 1")
+	require.Contains(t, ok(t, dsn, "migrate", "up"), fmt.Sprintf("already at version %d", remotestorage.SchemaVersion))
 
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)

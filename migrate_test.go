@@ -1,0 +1,85 @@
+package remotestorage_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/migrations"
+)
+
+func emptyPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), pgtest.NewEmptyDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Brokers migrating the same empty database at once serialise on the
+// advisory lock: every call succeeds, each migration applies once, and a
+// later call is a no-op.
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	t.Parallel()
+	pool := emptyPool(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() { errs[i] = rs.Migrate(t.Context(), pool) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, rs.Migrate(t.Context(), pool))
+	var applied, latest int64
+	require.NoError(t, pool.QueryRow(t.Context(),
+		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
+	require.Equal(t, rs.SchemaVersion, latest)
+	require.Equal(t, rs.SchemaVersion, applied, "each migration applied exactly once")
+	_, err := rs.NewPgManager(t.Context(), pool)
+	require.NoError(t, err)
+}
+
+// NewPgManager refuses a database that is not at the schema version the code
+// expects, and says what to run.
+func TestNewPgManagerRefusesWrongSchema(t *testing.T) {
+	t.Parallel()
+	t.Run("not migrated", func(t *testing.T) {
+		t.Parallel()
+		_, err := rs.NewPgManager(t.Context(), emptyPool(t))
+		require.ErrorContains(t, err, "no remotestorage schema")
+		require.ErrorContains(t, err, "rlmmctl migrate up")
+	})
+	t.Run("older", func(t *testing.T) {
+		t.Parallel()
+		pool := emptyPool(t)
+		require.NoError(t, rs.Migrate(t.Context(), pool))
+		_, err := pool.Exec(t.Context(), "DELETE FROM "+migrations.VersionTable+" WHERE version_id = $1", rs.SchemaVersion)
+		require.NoError(t, err)
+		_, err = rs.NewPgManager(t.Context(), pool)
+		require.ErrorContains(t, err, "this code needs")
+		require.ErrorContains(t, err, "Migrate")
+	})
+	t.Run("newer", func(t *testing.T) {
+		t.Parallel()
+		pool := emptyPool(t)
+		require.NoError(t, rs.Migrate(t.Context(), pool))
+		_, err := pool.Exec(t.Context(), "INSERT INTO "+migrations.VersionTable+" (version_id, is_applied) VALUES ($1, true)", rs.SchemaVersion+1)
+		require.NoError(t, err)
+		_, err = rs.NewPgManager(t.Context(), pool)
+		require.ErrorContains(t, err, "newer than this code")
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		t.Parallel()
+		pool, err := pgxpool.New(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
+		require.NoError(t, err)
+		defer pool.Close()
+		_, err = rs.NewPgManager(t.Context(), pool)
+		require.ErrorIs(t, err, rs.ErrIO)
+	})
+}

@@ -1,0 +1,221 @@
+package remotestorage_test
+
+// The README's "For DBAs" queries run against a seeded database, so the
+// README cannot go stale; and every table, view and column of the schema
+// carries a comment for psql's \d+.
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// dbaQuery is one ```sql block of the README's "For DBAs" section.
+type dbaQuery struct {
+	heading string // the ### heading above it
+	sql     string
+}
+
+// noRowsMarker in a query says that it must return no rows (a check).
+const noRowsMarker = "-- Expect no rows."
+
+// readmeDBAQueries extracts the ```sql blocks of the "## For DBAs" section.
+func readmeDBAQueries(t *testing.T) []dbaQuery {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, section, found := strings.Cut(string(readme), "\n## For DBAs\n")
+	require.True(t, found, `README.md has no "## For DBAs" section`)
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	var queries []dbaQuery
+	heading := ""
+	var block *strings.Builder
+	for _, line := range strings.Split(section, "\n") {
+		switch {
+		case block != nil && strings.TrimSpace(line) == "```":
+			queries = append(queries, dbaQuery{heading: heading, sql: block.String()})
+			block = nil
+		case block != nil:
+			block.WriteString(line + "\n")
+		case strings.TrimSpace(line) == "```sql":
+			require.NotEmpty(t, heading, "a query of the For DBAs section has no ### heading above it")
+			block = &strings.Builder{}
+		case strings.HasPrefix(line, "### "):
+			heading = strings.TrimPrefix(line, "### ")
+		}
+	}
+	require.Nil(t, block, "unterminated ```sql block under %q", heading)
+	return queries
+}
+
+// seedDBAData writes, through the library, a bit of everything the DBA
+// queries look for.
+func seedDBAData(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := t.Context()
+	m, err := rs.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	defer m.Close()
+	now := time.Now().UnixMilli()
+	tp := func(topic string, partition int32) rs.TopicIDPartition {
+		return rs.TopicIDPartition{TopicID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(topic)), Topic: topic, Partition: partition}
+	}
+	orders, orders1, payments, audit := tp("orders", 0), tp("orders", 1), tp("payments", 0), tp("audit", 0)
+	add := func(tp rs.TopicIDPartition, start int64, epochs map[rs.LeaderEpoch]int64, states ...rs.RemoteLogSegmentState) uuid.UUID {
+		id := rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()}
+		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadata{
+			SegmentID: id, StartOffset: start, EndOffset: start + 999, MaxTimestampMs: now,
+			BrokerID: 1, EventTimestampMs: now, SegmentSizeInBytes: int32(start/10 + 1000),
+			State: rs.CopySegmentStarted, SegmentLeaderEpochs: epochs, TxnIndexEmpty: true,
+		}))
+		for _, st := range states {
+			require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{
+				SegmentID: id, State: st, BrokerID: 2, EventTimestampMs: now,
+			}))
+		}
+		return id.ID
+	}
+	type E = map[rs.LeaderEpoch]int64
+	fin, delStarted, delFinished := rs.CopySegmentFinished, rs.DeleteSegmentStarted, rs.DeleteSegmentFinished
+	add(orders, 0, E{0: 0}, fin)
+	add(orders, 1000, E{0: 1000, 1: 1200}, fin)
+	add(orders, 3000, E{1: 3000}, fin) // 2000-2999: a gap
+	stuckCopy := add(orders, 4000, E{2: 4000})
+	stuckDelete := add(orders, 5000, E{2: 5000}, fin, delStarted)
+	add(orders, 6000, E{2: 6000}, fin, delStarted, delFinished)
+	add(orders1, 0, E{0: 0}, fin)
+	add(payments, 0, E{0: 0}, fin)
+	add(audit, 0, E{0: 0}, fin)
+	put := func(tp rs.TopicIDPartition, states ...rs.RemotePartitionDeleteState) {
+		for _, st := range states {
+			require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
+				TopicIDPartition: tp, State: st, BrokerID: 3, EventTimestampMs: now}))
+		}
+	}
+	put(payments, rs.DeletePartitionMarked)
+	put(audit, rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished)
+	// Age the stuck ones (timestamps are not states: the guards let this by).
+	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET created_at = now() - interval '3 hours', updated_at = now() - interval '2 hours'
+		WHERE segment_id = ANY($1)`, []uuid.UUID{stuckCopy, stuckDelete})
+	require.NoError(t, err)
+}
+
+func TestReadmeDBAQueries(t *testing.T) {
+	t.Parallel()
+	queries := readmeDBAQueries(t)
+	require.GreaterOrEqual(t, len(queries), 10, "the README promises at least ten DBA queries")
+	pool := pgtest.NewPool(t)
+	seedDBAData(t, pool)
+	ctx := t.Context()
+
+	t.Run("views", func(t *testing.T) {
+		var epochs, state, size, deleteState string
+		var sizeBytes, offsets int64
+		var forgotten bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT epochs, state, size, size_bytes, offset_count, forgotten, partition_delete_state
+			FROM rlmm_segments_v WHERE topic = 'orders' AND partition = 0 AND start_offset = 1000`).
+			Scan(&epochs, &state, &size, &sizeBytes, &offsets, &forgotten, &deleteState))
+		require.Equal(t, "0:1000, 1:1200", epochs)
+		require.Equal(t, "COPY_SEGMENT_FINISHED", state)
+		require.Equal(t, "1100 bytes", size)
+		require.EqualValues(t, 1100, sizeBytes)
+		require.EqualValues(t, 1000, offsets)
+		require.False(t, forgotten)
+		require.Equal(t, "NONE", deleteState)
+
+		var counts [4]int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT copy_started, copy_finished, delete_started, delete_finished, size_bytes, delete_state
+			FROM rlmm_partitions_v WHERE topic = 'orders' AND partition = 0`).
+			Scan(&counts[0], &counts[1], &counts[2], &counts[3], &sizeBytes, &deleteState))
+		require.Equal(t, [4]int64{1, 3, 1, 1}, counts)
+		require.EqualValues(t, 1000+1100+1300+1400+1500, sizeBytes, "the segments not forgotten")
+		require.Equal(t, "NONE", deleteState)
+		require.NoError(t, pool.QueryRow(ctx, `SELECT size_bytes, delete_state FROM rlmm_partitions_v WHERE topic = 'audit'`).
+			Scan(&sizeBytes, &deleteState))
+		require.Zero(t, sizeBytes, "a deleted partition holds nothing")
+		require.Equal(t, "DELETE_PARTITION_FINISHED", deleteState)
+
+		var answers bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT bool_or(answers_lookups) FROM rlmm_segment_epochs_v WHERE topic = 'audit'`).Scan(&answers))
+		require.False(t, answers, "a deleted partition answers no lookup")
+		require.NoError(t, pool.QueryRow(ctx, `SELECT bool_or(forgotten) FROM rlmm_segments_v WHERE topic = 'audit'`).Scan(&forgotten))
+		require.True(t, forgotten)
+	})
+
+	for _, q := range queries {
+		t.Run(q.heading, func(t *testing.T) {
+			// Read-only, as promised: a query that writes fails here.
+			tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+			require.NoError(t, err)
+			defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
+			rows, err := tx.Query(ctx, q.sql)
+			require.NoError(t, err)
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			require.NoError(t, rows.Err(), "%s", q.sql)
+			if strings.Contains(q.sql, noRowsMarker) {
+				require.Zero(t, n, "a check that should find nothing found %d rows:\n%s", n, q.sql)
+			} else {
+				require.NotZero(t, n, "the seeded database has something for every query; this one returned nothing:\n%s", q.sql)
+			}
+		})
+	}
+}
+
+// TestReadmeDBAQueriesExtraction: the extraction sees what a reader sees.
+func TestReadmeDBAQueriesExtraction(t *testing.T) {
+	t.Parallel()
+	queries := readmeDBAQueries(t)
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, section, _ := strings.Cut(string(readme), "\n## For DBAs\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	require.Equal(t, strings.Count(section, "```sql"), len(queries))
+	for _, q := range queries {
+		require.True(t, strings.HasSuffix(strings.TrimSpace(q.sql), ";"), "end %q with a semicolon, for psql", q.heading)
+	}
+}
+
+// TestSchemaIsCommented: every table, view and column of the schema has a
+// comment (goose's own version table aside).
+func TestSchemaIsCommented(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	rows, err := pool.Query(t.Context(), `
+		SELECT c.relname, coalesce(a.attname, '')
+		FROM pg_class c
+		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		WHERE c.relnamespace = current_schema()::regnamespace
+		  AND c.relkind IN ('r', 'v') AND c.relname LIKE 'rlmm%' AND c.relname <> 'rlmm_goose_db_version'
+		  AND (obj_description(c.oid, 'pg_class') IS NULL
+		       OR (a.attname IS NOT NULL AND col_description(c.oid, a.attnum) IS NULL))
+		ORDER BY 1, 2`)
+	require.NoError(t, err)
+	missing, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var rel, col string
+		err := row.Scan(&rel, &col)
+		return strings.TrimSuffix(rel+"."+col, "."), err
+	})
+	require.NoError(t, err)
+	require.Empty(t, missing, "COMMENT ON these")
+
+	var views int
+	require.NoError(t, pool.QueryRow(t.Context(),
+		"SELECT count(*) FROM pg_views WHERE schemaname = current_schema() AND viewname ~ $1", regexp.QuoteMeta("rlmm_")+".*_v$").Scan(&views))
+	require.Equal(t, 3, views)
+}
