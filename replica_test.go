@@ -1,6 +1,7 @@
 package remotestorage_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 // primaryAndStandby starts a primary with a migrated database "rlmm" and a
 // streaming hot standby of it, and returns pools on both.
-func primaryAndStandby(t *testing.T) (primary, standby *pgxpool.Pool, standbyCluster *pgcluster.Cluster) {
+func primaryAndStandby(t testing.TB) (primary, standby *pgxpool.Pool, standbyCluster *pgcluster.Cluster) {
 	t.Helper()
 	ctx := t.Context()
 	p, err := pgcluster.Start(ctx, pgcluster.Options{})
@@ -94,4 +95,35 @@ func TestReadReplica(t *testing.T) {
 	require.ErrorIs(t, err, rs.ErrIO)
 	// Writes go to the primary, which is still up.
 	writeFinished(t, m, tp, 200, 299)
+}
+
+// BenchmarkReplicaCommitToCaughtUp measures the replica's staleness under a
+// write load: the time from a commit on the primary until CaughtUp, reading
+// from the standby, says true.
+//
+//	go test -run '^$' -bench ReplicaCommitToCaughtUp .
+func BenchmarkReplicaCommitToCaughtUp(b *testing.B) {
+	primary, standby, _ := primaryAndStandby(b)
+	m, err := rs.NewPgManager(b.Context(), primary, rs.WithReadReplica(standby))
+	require.NoError(b, err)
+	tp := testTP(0)
+	var lags []time.Duration
+	i := int64(0)
+	for b.Loop() {
+		s := segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
+		i++
+		require.NoError(b, m.AddRemoteLogSegmentMetadata(b.Context(), s))
+		committed := time.Now()
+		for {
+			ok, err := m.CaughtUp(b.Context(), tp)
+			require.NoError(b, err)
+			if ok {
+				break
+			}
+		}
+		lags = append(lags, time.Since(committed))
+	}
+	slices.Sort(lags)
+	b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-lag-µs")
+	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lag-µs")
 }
