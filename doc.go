@@ -49,8 +49,25 @@
 // ErrIO and the driver's error, so errors.As to *pgconn.PgError and
 // errors.Is(err, context.Canceled) keep working.
 //
+// # Scale-out
+//
+// [WithCache] keeps the partitions a broker consumes (Kafka's assignment
+// hooks, [PgManager.OnPartitionLeadershipChanges] and
+// [PgManager.OnStopPartitions]) in memory, fresh through LISTEN/NOTIFY;
+// [WithReadReplica] sends the other queries to a hot standby. In both modes
+// CaughtUp compares the partition's committed version on the primary with
+// what the reader holds. See docs/SCALING.md.
+//
+// # Observability
+//
+// [Instrument] wraps either manager with latency histograms and error
+// counters (Prometheus) and structured logs ([WithLogger]). Tracing plugs
+// into the pgx pool the caller builds (its ConnConfig.Tracer).
+//
 // # Schema
 //
 // [Migrate] applies the embedded goose migrations; [NewPgManager] refuses a
-// database whose schema is not at [SchemaVersion].
+// database whose schema is not at [SchemaVersion]. The tables, views
+// (rlmm_segments_v, rlmm_partitions_v) and guard triggers are commented for
+// psql; the README lists ready queries for DBAs.
 package remotestorage
