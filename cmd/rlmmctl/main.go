@@ -185,6 +185,7 @@ kafka-topics --describe prints them, e.g. b9Yw3cT7RIWqrVNH8pz5Ug).
 		a.partitionsCommand(),
 		a.purgeCommand(),
 		a.demoCommand(),
+		a.rolesCommand(),
 	)
 	a.addRepairCommands(root) // segments set-state, partitions set-delete-state
 	return root

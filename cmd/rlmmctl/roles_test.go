@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// TestRolesSQL applies the printed roles script to a fresh database, then
+// migrates as a member of the owner role, runs a PgManager as a member of
+// the application role, and checks what each role may not do.
+func TestRolesSQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Roles are cluster-wide: a prefix of this run's own.
+	var random [4]byte
+	_, _ = rand.Read(random[:])
+	prefix := "t" + hex.EncodeToString(random[:]) + "_"
+	r := runInProcess("roles", "sql", "--prefix", prefix)
+	require.Equal(t, 0, r.code, r.output())
+	script := r.stdout
+
+	dsn := pgtest.NewEmptyDatabase(t)
+	admin, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	logins := map[string]string{"migrator": prefix + "owner", "broker": prefix + "app", "dashboard": prefix + "readonly"}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		for login := range logins {
+			_, err := conn.Exec(ctx, "DROP OWNED BY "+prefix+login+"; DROP ROLE IF EXISTS "+prefix+login)
+			require.NoError(t, err)
+		}
+		for _, group := range []string{"owner", "app", "readonly"} {
+			_, err := conn.Exec(ctx, "DROP OWNED BY "+prefix+group+"; DROP ROLE IF EXISTS "+prefix+group)
+			require.NoError(t, err)
+		}
+	})
+	_, err = admin.Exec(ctx, script)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, script) // idempotent
+	require.NoError(t, err)
+	for login, group := range logins {
+		_, err := admin.Exec(ctx, "CREATE ROLE "+prefix+login+" LOGIN IN ROLE "+group)
+		require.NoError(t, err)
+	}
+	_, err = admin.Exec(ctx, "ALTER ROLE "+prefix+"migrator SET role = '"+prefix+"owner'")
+	require.NoError(t, err)
+
+	as := func(login string) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		require.NoError(t, err)
+		cfg.ConnConfig.User = prefix + login
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	migrator, broker, dashboard := as("migrator"), as("broker"), as("dashboard")
+
+	require.NoError(t, remotestorage.Migrate(ctx, migrator))
+	_, err = admin.Exec(ctx, script) // after migrating, as the help says
+	require.NoError(t, err)
+	var owners []string
+	rows, err := admin.Query(ctx, `SELECT DISTINCT pg_get_userbyid(c.relowner) FROM pg_class c
+		WHERE c.relkind IN ('r', 'v') AND c.relname LIKE 'rlmm\_%' AND c.relnamespace = 'public'::regnamespace
+		UNION SELECT DISTINCT pg_get_userbyid(p.proowner) FROM pg_proc p WHERE p.proname LIKE 'rlmm\_%'`)
+	require.NoError(t, err)
+	owners, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{prefix + "owner"}, owners)
+
+	// The broker works.
+	m, err := remotestorage.NewPgManager(ctx, broker)
+	require.NoError(t, err)
+	tp := remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
+	seg := remotestorage.RemoteLogSegmentMetadata{
+		SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()}, EndOffset: 9,
+		State: remotestorage.CopySegmentStarted, SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 0},
+	}
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, seg))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{SegmentID: seg.SegmentID, State: remotestorage.CopySegmentFinished}))
+	_, found, err := m.RemoteLogSegmentMetadata(ctx, tp, 0, 5)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: remotestorage.DeletePartitionMarked}))
+
+	denied := func(pool *pgxpool.Pool, sql string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, sql)
+		require.Equal(t, "42501", pgErr.Code, "%s: %v", sql, err) // insufficient_privilege
+	}
+	for _, sql := range []string{
+		"ALTER TABLE rlmm_segments ADD COLUMN x integer",
+		"ALTER TABLE rlmm_partitions DROP CONSTRAINT rlmm_partitions_pkey",
+		"DROP TABLE rlmm_segment_epochs",
+		"TRUNCATE rlmm_segments CASCADE",
+		"DELETE FROM rlmm_segments",
+		"INSERT INTO rlmm_goose_db_version (version_id, is_applied) VALUES (999, true)",
+		"UPDATE rlmm_goose_db_version SET is_applied = false",
+		"INSERT INTO rlmm_segment_transitions SELECT * FROM rlmm_segment_transitions",
+		"DELETE FROM rlmm_partition_delete_transitions",
+		"CREATE TABLE rlmm_evil (x integer)",
+		"CREATE INDEX ON rlmm_segments (broker_id)",
+	} {
+		denied(broker, sql)
+	}
+
+	// The dashboard reads, and nothing else.
+	var n int
+	require.NoError(t, dashboard.QueryRow(ctx, "SELECT count(*) FROM rlmm_segments").Scan(&n))
+	require.Equal(t, 1, n)
+	require.NoError(t, dashboard.QueryRow(ctx, "SELECT count(*) FROM rlmm_segments_v").Scan(&n))
+	require.Equal(t, 1, n)
+	ro, err := remotestorage.NewPgManager(ctx, dashboard)
+	require.NoError(t, err)
+	list, err := ro.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	err = ro.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
+		SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "x"}, ID: uuid.New()},
+		EndOffset: 9, State: remotestorage.CopySegmentStarted, SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 0},
+	})
+	require.ErrorIs(t, err, remotestorage.ErrIO)
+	require.False(t, remotestorage.OutcomeUnknown(err), "a refused privilege applies nothing")
+	for _, sql := range []string{"UPDATE rlmm_segments SET broker_id = 1", "DELETE FROM rlmm_partitions", "TRUNCATE rlmm_segments CASCADE", "DROP TABLE rlmm_segments"} {
+		denied(dashboard, sql)
+	}
+}
+
+func TestRolesSQLRejectsBadNames(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--prefix", "x; DROP"}, {"--prefix", "Upper_"}, {"--schema", "a.b"}, {"--schema", ""}} {
+		r := runInProcess(append([]string{"roles", "sql"}, args...)...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.output())
+		require.Empty(t, r.stdout)
+	}
+}

@@ -1,0 +1,136 @@
+package reliability_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgcluster"
+)
+
+const linBrokers = 8
+
+// TestLinearizableHealthy: eight brokers, each with its own pool and
+// manager, on a healthy database.
+func TestLinearizableHealthy(t *testing.T) {
+	dsn := sharedDatabase(t)
+	bs := brokers(t, dsn, linBrokers, brokerConfig{maxConns: 2})
+	h := newLinHarness(t, 3)
+	if soak() {
+		h.maxOps = 400
+	}
+	h.run(managersOf(bs), nil)
+	h.requireLinearizable()
+}
+
+// TestLinearizableUnderFaults: the same while the database's connections
+// are killed (pg_terminate_backend, five times 200 ms apart), the server
+// is stopped and started (pg_ctl stop -m fast), then crashes and recovers
+// (pg_ctl stop -m immediate).
+func TestLinearizableUnderFaults(t *testing.T) {
+	c, dsn := ownCluster(t, pgcluster.Options{})
+	bs := brokers(t, dsn, linBrokers, brokerConfig{maxConns: 2})
+	h := newLinHarness(t, 3)
+	h.maxOps = 1000 // until the faults are over
+	h.pace = 15 * time.Millisecond
+	if soak() {
+		h.pace = 5 * time.Millisecond
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { h.run(managersOf(bs), stop) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pause := func(d time.Duration) { time.Sleep(d) } // the fault script's own timing
+	pause(300 * time.Millisecond)
+	admin, err := pgx.Connect(ctx, c.URL("postgres"))
+	require.NoError(t, err)
+	for range 5 {
+		pause(200 * time.Millisecond)
+		_, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = 'rlmm' AND backend_type = 'client backend'`)
+		require.NoError(t, err)
+	}
+	require.NoError(t, admin.Close(ctx))
+	pause(300 * time.Millisecond)
+	require.NoError(t, c.Shutdown(ctx, pgcluster.Fast))
+	pause(300 * time.Millisecond)
+	require.NoError(t, c.Startup(ctx))
+	pause(500 * time.Millisecond)
+	require.NoError(t, c.Shutdown(ctx, pgcluster.Immediate))
+	require.NoError(t, c.Startup(ctx))
+	pause(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	require.NotEmpty(t, h.failed, "the faults failed no write")
+	h.requireLinearizable()
+}
+
+// TestLinearizabilityCheckerCatchesBugs runs the harness against deliberately
+// wrong managers: the check must fail, and write its visualisation.
+func TestLinearizabilityCheckerCatchesBugs(t *testing.T) {
+	t.Parallel()
+	for name, wrap := range map[string]func(m *rs.InMemoryManager) rs.RemoteLogMetadataManager{
+		// Two brokers may both win the add of one segment id.
+		"both-win-add": func(m *rs.InMemoryManager) rs.RemoteLogMetadataManager { return bothWinAdd{m} },
+		// Lists answer from a copy refreshed every fourth call.
+		"stale-list": func(m *rs.InMemoryManager) rs.RemoteLogMetadataManager {
+			return &staleList{InMemoryManager: m, cache: map[rs.TopicIDPartition][]rs.RemoteLogSegmentMetadata{}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			shared := wrap(rs.NewInMemoryManager())
+			managers := make([]rs.RemoteLogMetadataManager, linBrokers)
+			for i := range managers {
+				managers[i] = shared
+			}
+			h := newLinHarness(t, 2)
+			h.deletes = false
+			h.run(managers, nil)
+			require.Empty(t, h.problems)
+			res, path := h.check(t.TempDir())
+			require.Equal(t, porcupine.Illegal, res)
+			info, err := os.Stat(path)
+			require.NoError(t, err)
+			require.Positive(t, info.Size())
+		})
+	}
+}
+
+type bothWinAdd struct{ *rs.InMemoryManager }
+
+func (m bothWinAdd) AddRemoteLogSegmentMetadata(ctx context.Context, s rs.RemoteLogSegmentMetadata) error {
+	if err := m.InMemoryManager.AddRemoteLogSegmentMetadata(ctx, s); err != nil && !errors.Is(err, rs.ErrInvalidAdd) {
+		return err
+	}
+	return nil
+}
+
+type staleList struct {
+	*rs.InMemoryManager
+	mu    sync.Mutex
+	calls int
+	cache map[rs.TopicIDPartition][]rs.RemoteLogSegmentMetadata
+}
+
+func (m *staleList) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) ([]rs.RemoteLogSegmentMetadata, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if list, ok := m.cache[tp]; ok && m.calls%4 != 0 {
+		return list, nil
+	}
+	list, err := m.InMemoryManager.ListRemoteLogSegments(ctx, tp)
+	m.cache[tp] = list
+	return list, err
+}
