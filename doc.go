@@ -49,6 +49,10 @@
 // ErrIO and the driver's error, so errors.As to *pgconn.PgError and
 // errors.Is(err, context.Canceled) keep working.
 //
+// A failed write whose connection broke after it was sent may have
+// committed: [OutcomeUnknown] tells those apart, and [NewPool] /
+// [ConfigurePool] build a pool that backs off while the database is down.
+//
 // # Scale-out
 //
 // [WithCache] keeps the partitions a broker consumes (Kafka's assignment
