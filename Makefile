@@ -67,3 +67,15 @@ psql: ## Open psql on DATABASE_URL (or the Docker database).
 
 .PHONY: ci
 ci: lint check-generated test fuzz ## What .ci/run runs.
+
+.PHONY: bench
+bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments (~10 min; BENCH_FLAGS=-segments=10000000 for 10M).
+	$(GO) run ./cmd/rlmmbench $(BENCH_FLAGS)
+
+.PHONY: soak
+soak: pg-user ## Soak: 5 minutes of mixed traffic at 8 clients, p99 and memory per minute (SOAK_FLAGS=-soak-duration=1m).
+	$(GO) run ./cmd/rlmmbench -soak $(SOAK_FLAGS)
+
+.PHONY: reliability-soak
+reliability-soak: pg-user ## Longer linearizability and differential runs (RELIABILITY_SOAK=1); figures in RELIABILITY.md.
+	RELIABILITY_SOAK=1 $(GO) test -race -count=1 -timeout 40m -v -run 'Linearizable|Differential' ./reliability/

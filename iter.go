@@ -15,11 +15,10 @@ import (
 // same order without holding the whole partition in memory. Both
 // InMemoryManager and PgManager implement them.
 //
-// A stream reads the partition in pages of a bounded number of segments
-// (listPageSize), each page one statement on PgManager (or a read of its
-// cache, when it caches the partition), resuming after the
-// list key (StartOffset, then the order of adds) of the last segment it
-// yielded. Pages are not one snapshot: a segment that stays visible during
+// A stream reads the partition in pages of 1 000 segments, each page one
+// statement on PgManager (or a read of its cache, when it caches the
+// partition), resuming after the list key (StartOffset, then the order of
+// adds) of the last segment it yielded. Pages are not one snapshot: a segment that stays visible during
 // the walk is yielded exactly once, in its state when its page was read; a
 // segment added or forgotten during the walk may or may not be yielded.
 // Callers that need one snapshot use the slice lists.
