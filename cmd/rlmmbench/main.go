@@ -96,6 +96,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process (pgcluster's watchdog still cleans up)
+	}()
 	switch {
 	case cfg.walkChild != "":
 		err = walkChild(ctx, cfg)
