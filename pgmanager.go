@@ -86,6 +86,17 @@ func (m *PgManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPa
 	return nil
 }
 
+// segmentFromCache answers a query for one segment from the cache, as
+// fromCache does, with a copy of the segment found.
+func (m *PgManager) segmentFromCache(tp TopicIDPartition, query func(p *memPartition) *memSegment) (seg RemoteLogSegmentMetadata, found, served bool, err error) {
+	served, err = m.fromCache(tp, func(p *memPartition) {
+		if s := query(p); s != nil {
+			seg, found = s.meta.clone(), true
+		}
+	})
+	return seg, found, served, err
+}
+
 // fromCache answers query from the cache when the manager caches tp.
 // served is false when it does not (the caller asks the database).
 func (m *PgManager) fromCache(tp TopicIDPartition, query func(p *memPartition)) (served bool, err error) {
@@ -272,16 +283,8 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 // RemoteLogSegmentMetadata returns the finished segment holding offset for
 // epoch, in one indexed statement.
 func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
-	var found *memSegment
-	if served, err := m.fromCache(tp, func(p *memPartition) {
-		if s := p.lookup(epoch, offset); s != nil {
-			found = &memSegment{meta: s.meta.clone()}
-		}
-	}); served {
-		if err != nil || found == nil {
-			return RemoteLogSegmentMetadata{}, false, err
-		}
-		return found.meta, true, nil
+	if s, found, served, err := m.segmentFromCache(tp, func(p *memPartition) *memSegment { return p.lookup(epoch, offset) }); served {
+		return s, found, err
 	}
 	if offset < 0 {
 		return RemoteLogSegmentMetadata{}, false, nil // no segment holds a negative offset
@@ -421,16 +424,8 @@ func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoc
 // NextSegmentWithTxnIndex walks the lookups of epoch from offset in one
 // recursive statement and returns the first segment with a transaction index.
 func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
-	var found *memSegment
-	if served, err := m.fromCache(tp, func(p *memPartition) {
-		if s := p.nextWithTxnIndex(epoch, offset); s != nil {
-			found = &memSegment{meta: s.meta.clone()}
-		}
-	}); served {
-		if err != nil || found == nil {
-			return RemoteLogSegmentMetadata{}, false, err
-		}
-		return found.meta, true, nil
+	if s, found, served, err := m.segmentFromCache(tp, func(p *memPartition) *memSegment { return p.nextWithTxnIndex(epoch, offset) }); served {
+		return s, found, err
 	}
 	if offset < 0 {
 		return RemoteLogSegmentMetadata{}, false, nil // the walk's first lookup misses

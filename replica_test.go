@@ -1,7 +1,6 @@
 package remotestorage_test
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -106,24 +105,5 @@ func BenchmarkReplicaCommitToCaughtUp(b *testing.B) {
 	primary, standby, _ := primaryAndStandby(b)
 	m, err := rs.NewPgManager(b.Context(), primary, rs.WithReadReplica(standby))
 	require.NoError(b, err)
-	tp := testTP(0)
-	var lags []time.Duration
-	i := int64(0)
-	for b.Loop() {
-		s := segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
-		i++
-		require.NoError(b, m.AddRemoteLogSegmentMetadata(b.Context(), s))
-		committed := time.Now()
-		for {
-			ok, err := m.CaughtUp(b.Context(), tp)
-			require.NoError(b, err)
-			if ok {
-				break
-			}
-		}
-		lags = append(lags, time.Since(committed))
-	}
-	slices.Sort(lags)
-	b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-lag-µs")
-	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lag-µs")
+	measureCommitToCaughtUp(b, m, m, testTP(0))
 }
