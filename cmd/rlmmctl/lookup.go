@@ -57,16 +57,11 @@ an answer, not a failure: scripts test $? = 3); 1 when the lookup failed.
 			case offset < 0:
 				return usageErrorf("--offset %d: offsets start at 0", offset)
 			}
-			pool, m, err := a.openManager(ctx)
+			_, m, tp, closeManager, err := a.openPartition(ctx, &pf)
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			defer m.Close()
-			tp, err := pf.resolve(ctx, pool)
-			if err != nil {
-				return err
-			}
+			defer closeManager()
 			seg, found, err := m.RemoteLogSegmentMetadata(ctx, tp, remotestorage.LeaderEpoch(epoch), offset)
 			if err != nil {
 				return err
@@ -136,16 +131,11 @@ segments at all (without it); 1 on failure.
 			if oneEpoch && epoch < 0 {
 				return usageErrorf("--epoch %d: leader epochs start at 0", epoch)
 			}
-			pool, m, err := a.openManager(ctx)
+			_, m, tp, closeManager, err := a.openPartition(ctx, &pf)
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			defer m.Close()
-			tp, err := pf.resolve(ctx, pool)
-			if err != nil {
-				return err
-			}
+			defer closeManager()
 			epochs := []remotestorage.LeaderEpoch{remotestorage.LeaderEpoch(epoch)}
 			if !oneEpoch {
 				segs, err := m.ListRemoteLogSegments(ctx, tp)

@@ -43,6 +43,21 @@ func (a *app) openManager(ctx context.Context) (*pgxpool.Pool, *remotestorage.Pg
 	return pool, m, nil
 }
 
+// openPartition opens a manager (see openManager) and resolves the
+// partition the flags name. close releases both.
+func (a *app) openPartition(ctx context.Context, pf *partitionFlags) (pool *pgxpool.Pool, m *remotestorage.PgManager, tp remotestorage.TopicIDPartition, close func(), err error) {
+	pool, m, err = a.openManager(ctx)
+	if err != nil {
+		return nil, nil, tp, nil, err
+	}
+	close = func() { m.Close(); pool.Close() }
+	if tp, err = pf.resolve(ctx, pool); err != nil {
+		close()
+		return nil, nil, tp, nil, err
+	}
+	return pool, m, tp, close, nil
+}
+
 func (a *app) segmentsListCommand() *cobra.Command {
 	var pf partitionFlags
 	var epoch int32
@@ -89,16 +104,11 @@ EPOCHS shows each leader epoch's offset range inside the segment
 				}
 				wantState = &s
 			}
-			pool, m, err := a.openManager(ctx)
+			_, m, tp, closeManager, err := a.openPartition(ctx, &pf)
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			defer m.Close()
-			tp, err := pf.resolve(ctx, pool)
-			if err != nil {
-				return err
-			}
+			defer closeManager()
 			var segs []remotestorage.RemoteLogSegmentMetadata
 			if byEpoch {
 				segs, err = m.ListRemoteLogSegmentsByEpoch(ctx, tp, remotestorage.LeaderEpoch(epoch))

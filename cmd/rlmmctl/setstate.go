@@ -183,16 +183,11 @@ heard of the partition.
 			if !cmd.Flags().Changed("event-time-ms") {
 				eventTimeMs = time.Now().UnixMilli()
 			}
-			pool, m, err := a.openManager(ctx)
+			pool, m, tp, closeManager, err := a.openPartition(ctx, &pf)
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			defer m.Close()
-			tp, err := pf.resolve(ctx, pool)
-			if err != nil {
-				return err
-			}
+			defer closeManager()
 			var current *int16
 			err = pool.QueryRow(ctx, `SELECT delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition).Scan(&current)
 			if errors.Is(err, pgx.ErrNoRows) {
