@@ -1,5 +1,11 @@
 package remotestorage
 
+import (
+	"context"
+
+	"github.com/krabka/remotestorage/db"
+)
+
 // Test hooks into PgManager's cache.
 
 // DropNotifications makes the cache's listener ignore every notification,
@@ -24,3 +30,26 @@ func (m *PgManager) ListenerConnected() <-chan struct{} {
 
 // Listening reports whether the cache's listener is connected and listening.
 func (m *PgManager) Listening() bool { return m.cache.connected.Load() }
+
+// PartitionVersionForTest reads tp's committed version on the primary.
+func (m *PgManager) PartitionVersionForTest(ctx context.Context, tp TopicIDPartition) (int64, error) {
+	return m.partitionVersion(ctx, m.pool, tp, "primary")
+}
+
+// PartitionChangesForTest sends the cache's catch-up read of the segments
+// of tp written after version, as one statement.
+func (m *PgManager) PartitionChangesForTest(ctx context.Context, tp TopicIDPartition, after int64) (int, error) {
+	rows, err := m.queries.PartitionChanges(ctx, m.pool, db.PartitionChangesParams{TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after})
+	return len(rows), err
+}
+
+// PollVersionsForTest sends the cache poll's statement for tps.
+func (m *PgManager) PollVersionsForTest(ctx context.Context, tps ...TopicIDPartition) error {
+	var params db.PartitionVersionsParams
+	for _, tp := range tps {
+		params.TopicIds = append(params.TopicIds, tp.TopicID)
+		params.Partitions = append(params.Partitions, tp.Partition)
+	}
+	_, err := m.queries.PartitionVersions(ctx, m.pool, params)
+	return err
+}

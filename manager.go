@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -192,6 +193,8 @@ type options struct {
 	readReplica            *pgxpool.Pool // PgManager only: where queries go
 	cache                  bool          // PgManager only: keep consumed partitions in memory
 	logger                 *slog.Logger  // WithLogger; nil: none
+	cachePoll              time.Duration // WithCachePollInterval
+	cachePollSet           bool
 }
 
 // DefaultMaxCustomMetadataBytes is the custom metadata limit when

@@ -25,7 +25,7 @@ type InMemoryManager struct {
 
 	mu         sync.RWMutex
 	partitions map[partitionKey]*memPartition
-	takenIDs   map[uuid.UUID]struct{}
+	takenIDs   map[uuid.UUID]partitionKey // every id ever added, and its partition
 }
 
 var _ RemoteLogMetadataManager = (*InMemoryManager)(nil)
@@ -36,7 +36,7 @@ func NewInMemoryManager(opts ...Option) *InMemoryManager {
 	return &InMemoryManager{
 		opts:       newOptions(opts),
 		partitions: make(map[partitionKey]*memPartition),
-		takenIDs:   make(map[uuid.UUID]struct{}),
+		takenIDs:   make(map[uuid.UUID]partitionKey),
 	}
 }
 
@@ -60,7 +60,7 @@ func (m *InMemoryManager) AddRemoteLogSegmentMetadata(ctx context.Context, s Rem
 		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record (%s)", id, s.SegmentID.TopicIDPartition, p.deleteState)
 	}
 	p.version++
-	m.takenIDs[id] = struct{}{}
+	m.takenIDs[id] = key
 	p.segments[id] = &memSegment{meta: s.clone(), addedVersion: p.version, lastVersion: p.version}
 	p.changed()
 	return nil
@@ -73,11 +73,20 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.partitions[keyOf(u.SegmentID.TopicIDPartition)]
-	if p == nil || p.deleteState == DeletePartitionFinished || p.segments[u.SegmentID.ID] == nil {
+	key := keyOf(u.SegmentID.TopicIDPartition)
+	p := m.partitions[key]
+	if p == nil || p.deleteState == DeletePartitionFinished || m.takenIDs[u.SegmentID.ID] != key {
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
 	}
 	s := p.segments[u.SegmentID.ID]
+	if s == nil {
+		// Forgotten: only the id is kept, and only a retry succeeds.
+		if !SegmentTransitionAllowed(DeleteSegmentFinished, u.State) {
+			return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, DeleteSegmentFinished, u.State)
+		}
+		p.version++
+		return nil
+	}
 	if !SegmentTransitionAllowed(s.meta.State, u.State) {
 		return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, s.meta.State, u.State)
 	}
@@ -92,6 +101,11 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 		s.meta.CustomMetadata = cloneBytes(u.CustomMetadata)
 	}
 	s.lastVersion = p.version
+	if u.State == DeleteSegmentFinished {
+		// Forgotten: memory holds what is live, not history. The id stays
+		// taken in takenIDs.
+		delete(p.segments, u.SegmentID.ID)
+	}
 	p.changed()
 	return nil
 }

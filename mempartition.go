@@ -16,7 +16,12 @@ type memPartition struct {
 	version       int64 // bumped by every write to the partition
 	deleteState   RemotePartitionDeleteState
 	deleteVersion int64 // the version deleteState is known at (PgManager's cache)
-	segments      map[uuid.UUID]*memSegment
+	segments      map[uuid.UUID]*memSegment // the segments not forgotten
+	// forgotten holds, in PgManager's cache, the segments forgotten at a
+	// version the cache does not cover yet (id -> that version), so that
+	// an older row from a catch-up in flight cannot bring one back. Pruned
+	// once the cached version covers them; InMemoryManager keeps none.
+	forgotten map[uuid.UUID]int64
 
 	indexMu sync.Mutex
 	index   *partitionIndex // nil: stale, rebuilt by the next query
@@ -43,7 +48,7 @@ type epochRange struct {
 }
 
 func newMemPartition() *memPartition {
-	return &memPartition{deleteState: partitionDeleteNone, segments: make(map[uuid.UUID]*memSegment)}
+	return &memPartition{deleteState: partitionDeleteNone, segments: make(map[uuid.UUID]*memSegment), forgotten: make(map[uuid.UUID]int64)}
 }
 
 // changed marks the index stale. Callers hold the owner's write lock.
@@ -157,3 +162,34 @@ func (p *memPartition) nextWithTxnIndex(epoch LeaderEpoch, offset int64) *memSeg
 }
 
 const maxOffset = int64(^uint64(0) >> 1)
+
+// put stores the cache's copy of a write to s, unless the partition already
+// holds a newer write of the segment. A forgotten segment leaves memory.
+// The cache holds every write up to p.version, so a segment that is absent
+// although its row is not newer than p.version was forgotten since: the
+// row is older news and is dropped.
+func (p *memPartition) put(s *memSegment) {
+	id := s.meta.SegmentID.ID
+	if old := p.segments[id]; old != nil {
+		if old.lastVersion > s.lastVersion {
+			return
+		}
+	} else if v, gone := p.forgotten[id]; (gone && v >= s.lastVersion) || s.lastVersion <= p.version {
+		return
+	}
+	if s.meta.State == DeleteSegmentFinished {
+		delete(p.segments, id)
+		p.forgotten[id] = s.lastVersion
+		return
+	}
+	p.segments[id] = s
+}
+
+// pruneForgotten drops the tombstones the cached version covers.
+func (p *memPartition) pruneForgotten() {
+	for id, v := range p.forgotten {
+		if v <= p.version {
+			delete(p.forgotten, id)
+		}
+	}
+}

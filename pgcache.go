@@ -32,6 +32,22 @@ func WithCache() Option {
 	return func(o *options) { o.cache = true }
 }
 
+// DefaultCachePollInterval is how often a cache checks, in one statement,
+// the committed versions of every partition it holds, when
+// WithCachePollInterval is not given.
+const DefaultCachePollInterval = time.Second
+
+// WithCachePollInterval sets how often the cache (WithCache) reads the
+// committed versions of all its partitions in one statement, and catches
+// up those behind. Notifications make the cache fresh within milliseconds;
+// the poll bounds how long a lost one (a writer that died between its
+// commit and its notification, a listener that cannot listen, as behind a
+// transaction pooler) can leave the cache behind: about one interval plus a
+// catch-up. Zero or less turns the poll off.
+func WithCachePollInterval(d time.Duration) Option {
+	return func(o *options) { o.cachePoll, o.cachePollSet = d, true }
+}
+
 // notifyChannel is the channel every write notifies at commit, with the
 // payload "<topic id>/<partition>/<version>".
 const notifyChannel = "rlmm_changes"
@@ -66,7 +82,7 @@ type pgCache struct {
 type cachedPartition struct {
 	tp      TopicIDPartition
 	data    *memPartition
-	pending []func(p *memPartition) bool // this manager's writes made while loading
+	pending []func(p *memPartition) // this manager's writes made while loading
 	kick    chan struct{}                // capacity 1: a pending refresh
 	cancel  context.CancelFunc
 }
@@ -81,7 +97,61 @@ func newPgCache(m *PgManager) *pgCache {
 		listening:  make(chan struct{}),
 	}
 	c.wg.Go(c.listen)
+	interval := DefaultCachePollInterval
+	if m.opts.cachePollSet {
+		interval = m.opts.cachePoll
+	}
+	if interval > 0 {
+		c.wg.Go(func() { c.pollEvery(interval) })
+	}
 	return c
+}
+
+// pollEvery runs poll each interval until the manager closes.
+func (c *pgCache) pollEvery(interval time.Duration) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if err := c.poll(); err != nil && c.ctx.Err() == nil {
+			c.m.logWarn("cache version poll failed", "error", err)
+		}
+	}
+}
+
+// poll reads the committed versions of every loaded partition in one
+// statement and kicks the followers of those the cache is behind on.
+func (c *pgCache) poll() error {
+	var params db.PartitionVersionsParams
+	c.mu.RLock()
+	for _, cp := range c.partitions {
+		if cp.data != nil {
+			params.TopicIds = append(params.TopicIds, cp.tp.TopicID)
+			params.Partitions = append(params.Partitions, cp.tp.Partition)
+		}
+	}
+	c.mu.RUnlock()
+	if len(params.TopicIds) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	rows, err := c.m.queries.PartitionVersions(ctx, c.m.pool, params)
+	if err != nil {
+		return err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, r := range rows {
+		if cp := c.partitions[partitionKey{topicID: r.TopicID, partition: r.Partition}]; cp != nil && cp.data != nil && cp.data.version < r.Version {
+			cp.refresh()
+		}
+	}
+	return nil
 }
 
 func (c *pgCache) close() {
@@ -180,9 +250,24 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if err != nil {
 		return err
 	}
-	rows, err := c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
-		TopicID: cp.tp.TopicID, Partition: cp.tp.Partition, AfterVersion: after,
-	})
+	var rows []db.RlmmSegment
+	if after == 0 {
+		// The load: the live segments only, whatever the partition's
+		// history; the partition row gives the version they make up.
+		var live []db.SegmentListRow
+		live, err = c.m.queries.SegmentList(ctx, tx, db.SegmentListParams{TopicID: cp.tp.TopicID, Partition: cp.tp.Partition})
+		for _, r := range live {
+			rows = append(rows, r.RlmmSegment)
+		}
+	} else {
+		var changes []db.PartitionChangesRow
+		changes, err = c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
+			TopicID: cp.tp.TopicID, Partition: cp.tp.Partition, AfterVersion: after,
+		})
+		for _, r := range changes {
+			rows = append(rows, r.RlmmSegment)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -200,7 +285,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	}
 	p := cp.data
 	for _, r := range rows {
-		p.put(memSegmentFromRow(r.RlmmSegment))
+		p.put(memSegmentFromRow(r))
 	}
 	if partition.Version > p.deleteVersion {
 		p.deleteState, p.deleteVersion = partitionDeleteNone, partition.Version
@@ -209,6 +294,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		}
 	}
 	p.version = max(p.version, partition.Version)
+	p.pruneForgotten()
 	// Writes this manager made while the partition loaded may be newer than
 	// the snapshot: keep them (put keeps the newest write of a segment),
 	// and catch up again for the versions in between.
@@ -221,13 +307,6 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	return nil
 }
 
-// put stores s unless the partition holds a newer write of the segment.
-func (p *memPartition) put(s *memSegment) {
-	if old := p.segments[s.meta.SegmentID.ID]; old == nil || old.lastVersion <= s.lastVersion {
-		p.segments[s.meta.SegmentID.ID] = s
-	}
-}
-
 func memSegmentFromRow(r db.RlmmSegment) *memSegment {
 	return &memSegment{
 		meta:            segmentFromRow(r),
@@ -238,33 +317,31 @@ func memSegmentFromRow(r db.RlmmSegment) *memSegment {
 }
 
 // applied records a write this manager made to the partition at version,
-// so the write is in the cache before the call returns. When the cache had
-// not seen every earlier version, the version stays where it was (CaughtUp
-// stays false) and the follower catches up. write returns false when the
-// cache lacks what it needs to apply the write; the caller then waits for a
-// catch-up.
-func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memPartition) bool) (needsCatchUp *cachedPartition) {
+// so the write is in the cache before the call returns: write applies it
+// from what the write statement returned, never from a second read. When
+// the cache had not seen every earlier version, the version stays where it
+// was (CaughtUp stays false) and the follower catches up, on the cache's
+// own context rather than the caller's.
+func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memPartition)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cp := c.partitions[keyOf(tp)]
 	if cp == nil {
-		return nil // not consumed
+		return // not consumed
 	}
 	if cp.data == nil {
 		cp.pending = append(cp.pending, write)
-		return nil
+		return
 	}
 	p := cp.data
-	if !write(p) {
-		return cp
-	}
+	write(p)
 	p.changed()
 	if p.version == version-1 {
 		p.version = version
+		p.pruneForgotten()
 	} else if p.version < version {
 		cp.refresh()
 	}
-	return nil
 }
 
 // read runs query on the partition's cached data under the read lock.

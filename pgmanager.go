@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/krabka/remotestorage/db"
@@ -21,7 +22,8 @@ type PgManager struct {
 	reader  *pgxpool.Pool // where queries go: the replica, or pool
 	queries *db.Queries
 	opts    options
-	cache   *pgCache // nil without WithCache
+	cache   *pgCache  // nil without WithCache
+	notify  *notifier // tells other caches of this manager's writes, after commit
 
 	assignedMu sync.Mutex
 	assigned   map[partitionKey]bool // what the assignment hooks say this manager consumes
@@ -38,6 +40,7 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 		return nil, err
 	}
 	m := &PgManager{pool: pool, reader: pool, queries: db.New(), opts: newOptions(opts), assigned: make(map[partitionKey]bool)}
+	m.notify = newNotifier(pool, m.logWarn)
 	if m.opts.readReplica != nil {
 		m.reader = m.opts.readReplica
 	}
@@ -47,12 +50,33 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 	return m, nil
 }
 
-// Close stops the manager's background work (the cache's listener and
-// loaders). The pools are left open.
+// Close stops the manager's background work (the sender of its
+// notifications, which first sends what is queued, and the cache's listener
+// and loaders). The pools are left open.
 func (m *PgManager) Close() {
+	m.notify.close()
 	if m.cache != nil {
 		m.cache.close()
 	}
+}
+
+// logWarn logs what the manager's background work could not do, through
+// WithLogger's logger.
+func (m *PgManager) logWarn(msg string, args ...any) {
+	if m.opts.logger != nil {
+		m.opts.logger.Warn("remotestorage: "+msg, args...)
+	}
+}
+
+// committed records a write that committed at version: in this manager's
+// cache first (so the write is there before the call returns, and this
+// manager's own listener, hearing of it, finds nothing to catch up), then
+// in the queue of notifications for the others.
+func (m *PgManager) committed(tp TopicIDPartition, version int64, write func(p *memPartition)) {
+	if m.cache != nil {
+		m.cache.applied(tp, version, write)
+	}
+	m.notify.notify(tp, version)
 }
 
 // OnPartitionLeadershipChanges records that the manager consumes the
@@ -146,12 +170,9 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
-		if m.cache != nil {
-			m.cache.applied(s.SegmentID.TopicIDPartition, version, func(p *memPartition) bool {
-				p.put(&memSegment{meta: s.clone(), addedVersion: version, lastVersion: version})
-				return true
-			})
-		}
+		m.committed(s.SegmentID.TopicIDPartition, version, func(p *memPartition) {
+			p.put(&memSegment{meta: s.clone(), addedVersion: version, lastVersion: version})
+		})
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record", s.SegmentID.ID, s.SegmentID.TopicIDPartition)
@@ -182,38 +203,31 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 	case err != nil:
 		return ioError(ctx, err, "update segment %s to %s", u.SegmentID.ID, u.State)
 	case row.UpdatedVersion >= 0:
-		return m.updateCache(ctx, u, row)
+		// The statement returned the segment's new row: the cache applies
+		// it whether or not it had seen the segment, with no second read
+		// that a caller's deadline could cut short.
+		s := segmentFromUpdate(u, row)
+		m.committed(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) { p.put(s) })
+		return nil
 	case row.CurrentState < 0 || RemotePartitionDeleteState(row.DeleteState) == DeletePartitionFinished:
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
 	}
 	return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, RemoteLogSegmentState(row.CurrentState), u.State)
 }
 
-// updateCache puts a successful update into the cache, catching the
-// partition up first when the cache has not seen the segment yet.
-func (m *PgManager) updateCache(ctx context.Context, u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow) error {
-	if m.cache == nil {
-		return nil
-	}
-	stale := m.cache.applied(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) bool {
-		old := p.segments[u.SegmentID.ID]
-		if old == nil {
-			return false
-		}
-		s := &memSegment{meta: old.meta.clone(), addedVersion: old.addedVersion, finishedVersion: max(row.FinishedVersion, 0), lastVersion: row.UpdatedVersion}
-		s.meta.State, s.meta.BrokerID, s.meta.EventTimestampMs = u.State, u.BrokerID, u.EventTimestampMs
-		s.meta.CustomMetadata = row.CustomMetadata
-		p.put(s)
-		return true
+// segmentFromUpdate is the segment as a successful update left it, from the
+// row the update statement returned.
+func segmentFromUpdate(u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow) *memSegment {
+	tp := u.SegmentID.TopicIDPartition
+	return memSegmentFromRow(db.RlmmSegment{
+		TopicID: tp.TopicID, Partition: tp.Partition, SegmentID: u.SegmentID.ID, Topic: row.Topic,
+		StartOffset: row.StartOffset, EndOffset: row.EndOffset, MaxTimestampMs: row.MaxTimestampMs,
+		BrokerID: u.BrokerID, EventTimestampMs: u.EventTimestampMs, SegmentSizeBytes: row.SegmentSizeBytes,
+		CustomMetadata: row.CustomMetadata, State: int16(u.State), TxnIndexEmpty: row.TxnIndexEmpty,
+		Epochs: row.Epochs, EpochStartOffsets: row.EpochStartOffsets,
+		AddedVersion: row.AddedVersion, FinishedVersion: pgtype.Int8{Int64: row.FinishedVersion, Valid: row.FinishedVersion >= 0},
+		LastVersion: row.UpdatedVersion,
 	})
-	if stale != nil {
-		if err := m.cache.catchUp(ctx, stale); err != nil {
-			// The write is committed; only the cache lags. Its follower
-			// retries, and CaughtUp stays false until it has.
-			stale.refresh()
-		}
-	}
-	return nil
 }
 
 func stateCodes[S ~int8](states []S) []int16 {
@@ -233,35 +247,28 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	tp := d.TopicIDPartition
 	from, fromNone := allowedPartitionDeleteFromStates(d.State)
 	allowed := stateCodes(from)
+	var version int64
 	var err error
-	var row struct{ Version int64 }
 	if fromNone {
 		allowed = append(allowed, int16(partitionDeleteNone))
-		var r db.PartitionDeleteUpsertRow
-		r, err = m.queries.PartitionDeleteUpsert(ctx, m.pool, db.PartitionDeleteUpsertParams{
+		version, err = m.queries.PartitionDeleteUpsert(ctx, m.pool, db.PartitionDeleteUpsertParams{
 			TopicID: tp.TopicID, Partition: tp.Partition, Topic: tp.Topic,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
-		row.Version = r.Version
 	} else {
-		var r db.PartitionDeleteUpdateRow
-		r, err = m.queries.PartitionDeleteUpdate(ctx, m.pool, db.PartitionDeleteUpdateParams{
+		version, err = m.queries.PartitionDeleteUpdate(ctx, m.pool, db.PartitionDeleteUpdateParams{
 			TopicID: tp.TopicID, Partition: tp.Partition,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
-		row.Version = r.Version
 	}
 	if err == nil {
-		if m.cache != nil {
-			m.cache.applied(tp, row.Version, func(p *memPartition) bool {
-				if row.Version > p.deleteVersion {
-					p.deleteState, p.deleteVersion = d.State, row.Version
-				}
-				return true
-			})
-		}
+		m.committed(tp, version, func(p *memPartition) {
+			if version > p.deleteVersion {
+				p.deleteState, p.deleteVersion = d.State, version
+			}
+		})
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {

@@ -83,7 +83,7 @@ SET version = p.version + 1,
     updated_at = now()
 WHERE p.topic_id = $4::uuid AND p.partition = $5::integer
   AND coalesce(p.delete_state, -1) = ANY($6::smallint[])
-RETURNING p.version, pg_notify('rlmm_changes', p.topic_id::text || '/' || p.partition || '/' || p.version) IS NULL AS notified
+RETURNING p.version
 `
 
 type PartitionDeleteUpdateParams struct {
@@ -95,14 +95,9 @@ type PartitionDeleteUpdateParams struct {
 	Allowed          []int16
 }
 
-type PartitionDeleteUpdateRow struct {
-	Version  int64
-	Notified interface{}
-}
-
 // A partition-delete transition that needs an existing record in one of
 // the @allowed states.
-func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg PartitionDeleteUpdateParams) (PartitionDeleteUpdateRow, error) {
+func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg PartitionDeleteUpdateParams) (int64, error) {
 	row := db.QueryRow(ctx, partitionDeleteUpdate,
 		arg.State,
 		arg.BrokerID,
@@ -111,9 +106,9 @@ func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg Partit
 		arg.Partition,
 		arg.Allowed,
 	)
-	var i PartitionDeleteUpdateRow
-	err := row.Scan(&i.Version, &i.Notified)
-	return i, err
+	var version int64
+	err := row.Scan(&version)
+	return version, err
 }
 
 const partitionDeleteUpsert = `-- name: PartitionDeleteUpsert :one
@@ -128,7 +123,7 @@ SET version = p.version + 1,
     delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
     updated_at = now()
 WHERE coalesce(p.delete_state, -1) = ANY($7::smallint[])
-RETURNING p.version, pg_notify('rlmm_changes', p.topic_id::text || '/' || p.partition || '/' || p.version) IS NULL AS notified
+RETURNING p.version
 `
 
 type PartitionDeleteUpsertParams struct {
@@ -141,15 +136,10 @@ type PartitionDeleteUpsertParams struct {
 	Allowed          []int16
 }
 
-type PartitionDeleteUpsertRow struct {
-	Version  int64
-	Notified interface{}
-}
-
 // A partition-delete transition that a partition with no record may make
 // too: creates the partition row when there is none. @allowed holds the
 // stored states it may come from, -1 standing for "no record".
-func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg PartitionDeleteUpsertParams) (PartitionDeleteUpsertRow, error) {
+func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg PartitionDeleteUpsertParams) (int64, error) {
 	row := db.QueryRow(ctx, partitionDeleteUpsert,
 		arg.TopicID,
 		arg.Partition,
@@ -159,9 +149,9 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 		arg.EventTimestampMs,
 		arg.Allowed,
 	)
-	var i PartitionDeleteUpsertRow
-	err := row.Scan(&i.Version, &i.Notified)
-	return i, err
+	var version int64
+	err := row.Scan(&version)
+	return version, err
 }
 
 const partitionGet = `-- name: PartitionGet :one
@@ -214,9 +204,13 @@ func (q *Queries) PartitionVersion(ctx context.Context, db DBTX, arg PartitionVe
 
 const partitionVersions = `-- name: PartitionVersions :many
 SELECT ($1::uuid[])[i]::uuid AS topic_id, ($2::integer[])[i]::integer AS partition,
-    coalesce(p.version, 0)::bigint AS version
+    coalesce(v.version, 0)::bigint AS version
 FROM generate_subscripts($1::uuid[], 1) AS i
-LEFT JOIN rlmm_partitions p ON p.topic_id = ($1::uuid[])[i] AND p.partition = ($2::integer[])[i]
+LEFT JOIN LATERAL (
+    SELECT p.version FROM rlmm_partitions p
+    WHERE p.topic_id = ($1::uuid[])[i] AND p.partition = ($2::integer[])[i]
+    LIMIT 1
+) AS v ON true
 `
 
 type PartitionVersionsParams struct {
@@ -230,7 +224,9 @@ type PartitionVersionsRow struct {
 	Version   int64
 }
 
-// The committed versions of several partitions (0: never written to).
+// The committed versions of several partitions (0: never written to), for
+// the caches' periodic version poll: one primary-key probe per partition
+// (LATERAL … LIMIT 1, whatever the statistics say).
 func (q *Queries) PartitionVersions(ctx context.Context, db DBTX, arg PartitionVersionsParams) ([]PartitionVersionsRow, error) {
 	rows, err := db.Query(ctx, partitionVersions, arg.TopicIds, arg.Partitions)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 )
 
 const segmentAdd = `-- name: SegmentAdd :one
+
 WITH partition_row AS (
     INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span)
     VALUES ($1::uuid, $2::integer, $3::text, 1, $4::bigint)
@@ -40,11 +41,8 @@ WITH partition_row AS (
         ($15::integer[])[i], ($16::bigint[])[i], ($17::bigint[])[i], $13::smallint,
         $6::bigint, $7::bigint, segment.added_version, segment.added_version
     FROM segment, generate_subscripts($15::integer[], 1) AS i
-), notification AS (
-    SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
-    FROM partition_row pr
 )
-SELECT segment.added_version FROM segment, notification
+SELECT segment.added_version FROM segment
 `
 
 type SegmentAddParams struct {
@@ -67,11 +65,27 @@ type SegmentAddParams struct {
 	EpochLastOffsets  []int64
 }
 
+// The statements on segments. Each leaves the planner one reasonable plan
+// whatever its statistics say (a table never analyzed, or analyzed when it
+// was 100 times smaller: plan_test.go measures all three states):
+//   - a segment is fetched by its id, with the partition check hidden from
+//     index matching: "seg.segment_id = X AND (seg.topic_id = T AND
+//     seg.partition = P) IS TRUE". Only rlmm_segments_segment_id_key can
+//     answer that. Spelled as plain equalities, a never-analyzed table let
+//     the planner prefer an index on (topic_id, partition) alone and read
+//     the whole partition to find one id, because it multiplies two default
+//     selectivities into "4 rows in the partition";
+//   - an answer that is one row of an index comes from ORDER BY … LIMIT 1
+//     in a sub-select or LATERAL, evaluated before the rows it selects;
+//   - lists read one index range in list order.
+//
 // Adds a segment in one statement: bumps (or creates) the partition row,
 // which also locks it, unless the partition has a delete record, and widens
 // its max_epoch_span to the longest epoch range of the segment; inserts the
 // segment and one row per epoch. No row back: the partition has a delete
-// record. A taken segment id fails on rlmm_segments_segment_id_key.
+// record. A taken segment id fails on rlmm_segments_segment_id_key. The
+// manager notifies rlmm_changes after the commit (notifier.go), outside
+// this transaction.
 func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams) (int64, error) {
 	row := db.QueryRow(ctx, segmentAdd,
 		arg.TopicID,
@@ -141,7 +155,8 @@ type SegmentListRow struct {
 	RlmmSegment RlmmSegment
 }
 
-// Every segment of the partition that is not forgotten, in list order.
+// Every segment of the partition that is not forgotten, in list order, from
+// rlmm_segments_list_idx.
 func (q *Queries) SegmentList(ctx context.Context, db DBTX, arg SegmentListParams) ([]SegmentListRow, error) {
 	rows, err := db.Query(ctx, segmentList, arg.TopicID, arg.Partition)
 	if err != nil {
@@ -185,13 +200,21 @@ func (q *Queries) SegmentList(ctx context.Context, db DBTX, arg SegmentListParam
 
 const segmentListByEpoch = `-- name: SegmentListByEpoch :many
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
-FROM rlmm_segment_epochs e
-JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-  AND e.state IN (0, 1, 2)
+FROM rlmm_segments s
+WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
+  AND s.state IN (0, 1, 2)
+  AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
+  AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
+  AND $3::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
-ORDER BY e.segment_start_offset, e.added_version
+ORDER BY s.start_offset, s.added_version
 `
 
 type SegmentListByEpochParams struct {
@@ -204,7 +227,14 @@ type SegmentListByEpochRow struct {
 	RlmmSegment RlmmSegment
 }
 
-// SegmentList restricted to the segments carrying @epoch.
+// SegmentList restricted to the segments carrying @epoch. The epoch's
+// first and last start offsets come from two probes of
+// rlmm_segment_epochs_list_idx; the segments are then one range of
+// rlmm_segments_list_idx between them, in list order, filtered on the epoch
+// map. Kafka's segments follow their epochs, so the range holds the epoch's
+// segments and, at most, the overlapping uploads of a diverged leader: it
+// reads about one buffer per segment returned, against four or five for a
+// join that fetches each segment by its key.
 func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentListByEpochParams) ([]SegmentListByEpochRow, error) {
 	rows, err := db.Query(ctx, segmentListByEpoch, arg.TopicID, arg.Partition, arg.Epoch)
 	if err != nil {
@@ -246,26 +276,200 @@ func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentLi
 	return items, nil
 }
 
+const segmentListByEpochPage = `-- name: SegmentListByEpochPage :many
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+FROM (SELECT
+        (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+         ORDER BY e.segment_start_offset, e.added_version LIMIT 1) AS lo,
+        (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1) AS hi
+     ) AS b
+JOIN rlmm_segments s
+  ON s.topic_id = $1::uuid AND s.partition = $2::integer
+ AND s.state IN (0, 1, 2)
+ AND (s.start_offset, s.added_version) > (CASE WHEN b.lo > $4::bigint THEN b.lo ELSE $4::bigint END,
+                                          CASE WHEN b.lo > $4::bigint THEN -1 ELSE $5::bigint END)
+ AND s.start_offset <= b.hi
+WHERE $3::integer = ANY(s.epochs)
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+ORDER BY s.start_offset, s.added_version
+LIMIT $6::integer
+`
+
+type SegmentListByEpochPageParams struct {
+	TopicID           uuid.UUID
+	Partition         int32
+	Epoch             int32
+	AfterStartOffset  int64
+	AfterAddedVersion int64
+	PageSize          int32
+}
+
+type SegmentListByEpochPageRow struct {
+	RlmmSegment RlmmSegment
+}
+
+// A page of SegmentListByEpoch after the cursor, as SegmentListPage: the
+// range of rlmm_segments_list_idx starts at the later of the cursor and the
+// epoch's first start offset.
+func (q *Queries) SegmentListByEpochPage(ctx context.Context, db DBTX, arg SegmentListByEpochPageParams) ([]SegmentListByEpochPageRow, error) {
+	rows, err := db.Query(ctx, segmentListByEpochPage,
+		arg.TopicID,
+		arg.Partition,
+		arg.Epoch,
+		arg.AfterStartOffset,
+		arg.AfterAddedVersion,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SegmentListByEpochPageRow{}
+	for rows.Next() {
+		var i SegmentListByEpochPageRow
+		if err := rows.Scan(
+			&i.RlmmSegment.TopicID,
+			&i.RlmmSegment.Partition,
+			&i.RlmmSegment.SegmentID,
+			&i.RlmmSegment.Topic,
+			&i.RlmmSegment.StartOffset,
+			&i.RlmmSegment.EndOffset,
+			&i.RlmmSegment.MaxTimestampMs,
+			&i.RlmmSegment.BrokerID,
+			&i.RlmmSegment.EventTimestampMs,
+			&i.RlmmSegment.SegmentSizeBytes,
+			&i.RlmmSegment.CustomMetadata,
+			&i.RlmmSegment.State,
+			&i.RlmmSegment.TxnIndexEmpty,
+			&i.RlmmSegment.Epochs,
+			&i.RlmmSegment.EpochStartOffsets,
+			&i.RlmmSegment.AddedVersion,
+			&i.RlmmSegment.FinishedVersion,
+			&i.RlmmSegment.LastVersion,
+			&i.RlmmSegment.CreatedAt,
+			&i.RlmmSegment.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const segmentListPage = `-- name: SegmentListPage :many
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+FROM rlmm_segments s
+WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
+  AND s.state IN (0, 1, 2)
+  AND (s.start_offset, s.added_version) > ($3::bigint, $4::bigint)
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+ORDER BY s.start_offset, s.added_version
+LIMIT $5::integer
+`
+
+type SegmentListPageParams struct {
+	TopicID           uuid.UUID
+	Partition         int32
+	AfterStartOffset  int64
+	AfterAddedVersion int64
+	PageSize          int32
+}
+
+type SegmentListPageRow struct {
+	RlmmSegment RlmmSegment
+}
+
+// A page of SegmentList for the streaming iterators (iter.go): the next
+// @page_size segments after the cursor (@after_start_offset,
+// @after_added_version) in list order, read through rlmm_segments_list_idx.
+// The cursor is the last row of the previous page, (-1, -1) for the first.
+// The list key (start_offset, added_version) is unique in a partition and
+// never changes, so pages neither repeat nor skip a segment that stays
+// visible.
+func (q *Queries) SegmentListPage(ctx context.Context, db DBTX, arg SegmentListPageParams) ([]SegmentListPageRow, error) {
+	rows, err := db.Query(ctx, segmentListPage,
+		arg.TopicID,
+		arg.Partition,
+		arg.AfterStartOffset,
+		arg.AfterAddedVersion,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SegmentListPageRow{}
+	for rows.Next() {
+		var i SegmentListPageRow
+		if err := rows.Scan(
+			&i.RlmmSegment.TopicID,
+			&i.RlmmSegment.Partition,
+			&i.RlmmSegment.SegmentID,
+			&i.RlmmSegment.Topic,
+			&i.RlmmSegment.StartOffset,
+			&i.RlmmSegment.EndOffset,
+			&i.RlmmSegment.MaxTimestampMs,
+			&i.RlmmSegment.BrokerID,
+			&i.RlmmSegment.EventTimestampMs,
+			&i.RlmmSegment.SegmentSizeBytes,
+			&i.RlmmSegment.CustomMetadata,
+			&i.RlmmSegment.State,
+			&i.RlmmSegment.TxnIndexEmpty,
+			&i.RlmmSegment.Epochs,
+			&i.RlmmSegment.EpochStartOffsets,
+			&i.RlmmSegment.AddedVersion,
+			&i.RlmmSegment.FinishedVersion,
+			&i.RlmmSegment.LastVersion,
+			&i.RlmmSegment.CreatedAt,
+			&i.RlmmSegment.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const segmentLookup = `-- name: SegmentLookup :one
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
-FROM rlmm_partitions p
-JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
-JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
-  AND p.delete_state IS DISTINCT FROM 2
-  AND e.epoch = $3::integer AND e.state = 1
-  AND e.first_offset <= $4::bigint
-  AND e.first_offset >= ($4::bigint) - p.max_epoch_span
-  AND e.last_offset >= $4::bigint
-ORDER BY e.first_offset DESC, e.finished_version DESC
-LIMIT 1
+FROM rlmm_segments s
+WHERE s.segment_id = (
+    SELECT e.segment_id
+    FROM rlmm_partitions p
+    CROSS JOIN LATERAL (
+        SELECT e.segment_id
+        FROM rlmm_segment_epochs e
+        WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+          AND e.epoch = $1::integer AND e.state = 1
+          AND e.first_offset <= $2::bigint
+          AND e.first_offset >= ($2::bigint) - p.max_epoch_span
+          AND e.last_offset >= $2::bigint
+        ORDER BY e.first_offset DESC, e.finished_version DESC
+        LIMIT 1
+    ) AS e
+    WHERE p.topic_id = $3::uuid AND p.partition = $4::integer
+      AND p.delete_state IS DISTINCT FROM 2)
+  AND (s.topic_id = $3::uuid AND s.partition = $4::integer) IS TRUE
 `
 
 type SegmentLookupParams struct {
-	TopicID      uuid.UUID
-	Partition    int32
 	Epoch        int32
 	LookupOffset int64
+	TopicID      uuid.UUID
+	Partition    int32
 }
 
 type SegmentLookupRow struct {
@@ -275,13 +479,15 @@ type SegmentLookupRow struct {
 // The finished segment whose range of @epoch contains @lookup_offset; among
 // overlapping ones, the range that starts latest, then the one finished last.
 // Only ranges starting in [offset - max_epoch_span, offset] can contain the
-// offset, so the backward index scan stops there, hit or miss.
+// offset, so the backward index scan stops there, hit or miss. The
+// sub-select runs once: the partition row by its key, then the latest range
+// from rlmm_segment_epochs_lookup_idx; the segment is then read by its id.
 func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupParams) (SegmentLookupRow, error) {
 	row := db.QueryRow(ctx, segmentLookup,
-		arg.TopicID,
-		arg.Partition,
 		arg.Epoch,
 		arg.LookupOffset,
+		arg.TopicID,
+		arg.Partition,
 	)
 	var i SegmentLookupRow
 	err := row.Scan(
@@ -311,41 +517,54 @@ func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupP
 
 const segmentNextWithTxnIndex = `-- name: SegmentNextWithTxnIndex :one
 WITH RECURSIVE walk AS (
-    (SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
+    (SELECT hit.segment_id, hit.segment_end_offset, s.txn_index_empty
      FROM rlmm_partitions p
-     JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
-     JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+     CROSS JOIN LATERAL (
+         SELECT e.segment_id, e.segment_end_offset
+         FROM rlmm_segment_epochs e
+         WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+           AND e.epoch = $3::integer AND e.state = 1
+           AND e.first_offset <= $4::bigint
+           AND e.first_offset >= ($4::bigint) - p.max_epoch_span
+           AND e.last_offset >= $4::bigint
+         ORDER BY e.first_offset DESC, e.finished_version DESC
+         LIMIT 1
+     ) AS hit
+     CROSS JOIN LATERAL (
+         SELECT seg.txn_index_empty FROM rlmm_segments seg
+         WHERE seg.segment_id = hit.segment_id AND (seg.topic_id = p.topic_id AND seg.partition = p.partition) IS TRUE
+     ) AS s
      WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
-       AND p.delete_state IS DISTINCT FROM 2
-       AND e.epoch = $3::integer AND e.state = 1
-       AND e.first_offset <= $4::bigint
-       AND e.first_offset >= ($4::bigint) - p.max_epoch_span
-       AND e.last_offset >= $4::bigint
-     ORDER BY e.first_offset DESC, e.finished_version DESC
-     LIMIT 1)
+       AND p.delete_state IS DISTINCT FROM 2)
     UNION ALL
     SELECT next.segment_id, next.segment_end_offset, next.txn_index_empty
     FROM walk,
     LATERAL (
-        SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
+        SELECT hit.segment_id, hit.segment_end_offset, s.txn_index_empty
         FROM rlmm_partitions p
-        JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
-        JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+        CROSS JOIN LATERAL (
+            SELECT e.segment_id, e.segment_end_offset
+            FROM rlmm_segment_epochs e
+            WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+              AND e.epoch = $3::integer AND e.state = 1
+              AND e.first_offset <= walk.segment_end_offset + 1
+              AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
+              AND e.last_offset >= walk.segment_end_offset + 1
+            ORDER BY e.first_offset DESC, e.finished_version DESC
+            LIMIT 1
+        ) AS hit
+        CROSS JOIN LATERAL (
+            SELECT seg.txn_index_empty FROM rlmm_segments seg
+            WHERE seg.segment_id = hit.segment_id AND (seg.topic_id = p.topic_id AND seg.partition = p.partition) IS TRUE
+        ) AS s
         WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
-          AND e.epoch = $3::integer AND e.state = 1
-          AND e.first_offset <= walk.segment_end_offset + 1
-          AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
-          AND e.last_offset >= walk.segment_end_offset + 1
-        ORDER BY e.first_offset DESC, e.finished_version DESC
-        LIMIT 1
     ) AS next
     WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
 )
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
-FROM walk
-JOIN rlmm_segments s ON s.topic_id = $1::uuid AND s.partition = $2::integer AND s.segment_id = walk.segment_id
-WHERE NOT walk.txn_index_empty
-LIMIT 1
+FROM rlmm_segments s
+WHERE s.segment_id = (SELECT walk.segment_id FROM walk WHERE NOT walk.txn_index_empty LIMIT 1)
+  AND (s.topic_id = $1::uuid AND s.partition = $2::integer) IS TRUE
 `
 
 type SegmentNextWithTxnIndexParams struct {
@@ -362,7 +581,7 @@ type SegmentNextWithTxnIndexRow struct {
 // Walks the lookups of @epoch from @lookup_offset (each step looks up the
 // offset after the previous segment's end) while the segments have no
 // transaction index, and returns the first one that has one. The walk stops
-// at a miss. Each step is the lookup of SegmentLookup.
+// at a miss. Each step is the lookup of SegmentLookup, in the same shape.
 func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg SegmentNextWithTxnIndexParams) (SegmentNextWithTxnIndexRow, error) {
 	row := db.QueryRow(ctx, segmentNextWithTxnIndex,
 		arg.TopicID,
@@ -398,10 +617,18 @@ func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg Segm
 
 const segmentSizeByEpoch = `-- name: SegmentSizeByEpoch :one
 SELECT coalesce(sum(s.segment_size_bytes), 0)::bigint AS size
-FROM rlmm_segment_epochs e
-JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-  AND e.state IN (0, 1, 2)
+FROM rlmm_segments s
+WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
+  AND s.state IN (0, 1, 2)
+  AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
+  AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
+  AND $3::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
 `
@@ -412,7 +639,7 @@ type SegmentSizeByEpochParams struct {
 	Epoch     int32
 }
 
-// Sum of the sizes of SegmentListByEpoch.
+// Sum of the sizes of SegmentListByEpoch, read the same way.
 func (q *Queries) SegmentSizeByEpoch(ctx context.Context, db DBTX, arg SegmentSizeByEpochParams) (int64, error) {
 	row := db.QueryRow(ctx, segmentSizeByEpoch, arg.TopicID, arg.Partition, arg.Epoch)
 	var size int64
@@ -423,7 +650,7 @@ func (q *Queries) SegmentSizeByEpoch(ctx context.Context, db DBTX, arg SegmentSi
 const segmentUpdate = `-- name: SegmentUpdate :one
 WITH locked_partition AS MATERIALIZED (
     SELECT p.delete_state, p.version FROM rlmm_partitions p
-    WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
+    WHERE p.topic_id = $2::uuid AND p.partition = $3::integer
     FOR UPDATE
 ), segment AS (
     UPDATE rlmm_segments AS s
@@ -436,39 +663,51 @@ WITH locked_partition AS MATERIALIZED (
                                 ELSE s.finished_version END,
         last_version = (SELECT lp.version + 1 FROM locked_partition lp),
         updated_at = now()
-    WHERE s.topic_id = $1::uuid AND s.partition = $2::integer AND s.segment_id = $3::uuid
+    WHERE s.segment_id = $1::uuid AND (s.topic_id = $2::uuid AND s.partition = $3::integer) IS TRUE
       AND s.state = ANY($9::smallint[])
       AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
-    RETURNING s.last_version, s.custom_metadata, s.finished_version
+    RETURNING s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 ), partition_row AS (
     UPDATE rlmm_partitions AS p
     SET version = segment.last_version, updated_at = now()
     FROM segment
-    WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
-    RETURNING p.topic_id, p.partition, p.version
+    WHERE p.topic_id = $2::uuid AND p.partition = $3::integer
+    RETURNING p.version
 ), epochs AS (
     UPDATE rlmm_segment_epochs AS e
     SET state = $4::smallint, finished_version = segment.finished_version, last_version = segment.last_version
     FROM segment
-    WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.segment_id = $3::uuid
-), notification AS (
-    SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
-    FROM partition_row pr
+    WHERE e.topic_id = $2::uuid AND e.partition = $3::integer AND e.segment_id = $1::uuid
 )
 SELECT
-    coalesce((SELECT pr.version FROM partition_row pr, notification), -1)::bigint AS updated_version,
-    coalesce((SELECT s.state FROM rlmm_segments s
-              WHERE s.topic_id = $1::uuid AND s.partition = $2::integer AND s.segment_id = $3::uuid),
-             -1)::smallint AS current_state,
+    coalesce(pr.version, -1)::bigint AS updated_version,
+    (CASE WHEN pr.version IS NOT NULL THEN seg.state
+          ELSE coalesce((SELECT cur.state FROM rlmm_segments cur
+                         WHERE cur.segment_id = $1::uuid
+                           AND (cur.topic_id = $2::uuid AND cur.partition = $3::integer) IS TRUE
+                         FOR SHARE), -1)
+     END)::smallint AS current_state,
     coalesce((SELECT lp.delete_state FROM locked_partition lp), -1)::smallint AS delete_state,
-    (SELECT seg.custom_metadata FROM segment seg) AS custom_metadata,
-    coalesce((SELECT seg.finished_version FROM segment seg), -1)::bigint AS finished_version
+    coalesce(seg.topic, '')::text AS topic,
+    coalesce(seg.start_offset, 0)::bigint AS start_offset,
+    coalesce(seg.end_offset, 0)::bigint AS end_offset,
+    coalesce(seg.max_timestamp_ms, 0)::bigint AS max_timestamp_ms,
+    coalesce(seg.segment_size_bytes, 0)::integer AS segment_size_bytes,
+    seg.custom_metadata AS custom_metadata,
+    coalesce(seg.txn_index_empty, false)::boolean AS txn_index_empty,
+    coalesce(seg.epochs, '{}')::integer[] AS epochs,
+    coalesce(seg.epoch_start_offsets, '{}')::bigint[] AS epoch_start_offsets,
+    coalesce(seg.added_version, -1)::bigint AS added_version,
+    coalesce(seg.finished_version, -1)::bigint AS finished_version
+FROM (SELECT 1) AS one
+LEFT JOIN segment seg ON true
+LEFT JOIN partition_row pr ON true
 `
 
 type SegmentUpdateParams struct {
+	SegmentID        uuid.UUID
 	TopicID          uuid.UUID
 	Partition        int32
-	SegmentID        uuid.UUID
 	State            int16
 	BrokerID         int32
 	EventTimestampMs int64
@@ -478,26 +717,37 @@ type SegmentUpdateParams struct {
 }
 
 type SegmentUpdateRow struct {
-	UpdatedVersion  int64
-	CurrentState    int16
-	DeleteState     int16
-	CustomMetadata  []byte
-	FinishedVersion int64
+	UpdatedVersion    int64
+	CurrentState      int16
+	DeleteState       int16
+	Topic             string
+	StartOffset       int64
+	EndOffset         int64
+	MaxTimestampMs    int64
+	SegmentSizeBytes  int32
+	CustomMetadata    []byte
+	TxnIndexEmpty     bool
+	Epochs            []int32
+	EpochStartOffsets []int64
+	AddedVersion      int64
+	FinishedVersion   int64
 }
 
 // Moves a segment to @state in one statement, when its state is one of
 // @allowed (from statemachine.go). The partition row is locked first (as
 // every write does, so writes to a partition serialise in commit order and
 // its version numbers them), its version bumped only when the segment
-// changed, and the epoch rows follow. A notification on rlmm_changes goes
-// out at commit. updated_version is -1 when nothing changed; current_state
-// (-1: no such segment) and delete_state (-1: none) then say why. On success
-// custom_metadata and finished_version are the segment's new values.
+// changed, and the epoch rows follow. updated_version is -1 when nothing
+// changed; current_state (-1: no such segment) and delete_state (-1: none)
+// then say why: current_state is read with FOR SHARE after the partition
+// lock, so it is the state a racing writer left, not the one this
+// statement's snapshot saw. On success the segment's new row comes back,
+// so a cache can apply the write without reading it again.
 func (q *Queries) SegmentUpdate(ctx context.Context, db DBTX, arg SegmentUpdateParams) (SegmentUpdateRow, error) {
 	row := db.QueryRow(ctx, segmentUpdate,
+		arg.SegmentID,
 		arg.TopicID,
 		arg.Partition,
-		arg.SegmentID,
 		arg.State,
 		arg.BrokerID,
 		arg.EventTimestampMs,
@@ -510,7 +760,16 @@ func (q *Queries) SegmentUpdate(ctx context.Context, db DBTX, arg SegmentUpdateP
 		&i.UpdatedVersion,
 		&i.CurrentState,
 		&i.DeleteState,
+		&i.Topic,
+		&i.StartOffset,
+		&i.EndOffset,
+		&i.MaxTimestampMs,
+		&i.SegmentSizeBytes,
 		&i.CustomMetadata,
+		&i.TxnIndexEmpty,
+		&i.Epochs,
+		&i.EpochStartOffsets,
+		&i.AddedVersion,
 		&i.FinishedVersion,
 	)
 	return i, err

@@ -24,7 +24,7 @@ SET version = p.version + 1,
     delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
     updated_at = now()
 WHERE coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
-RETURNING p.version, pg_notify('rlmm_changes', p.topic_id::text || '/' || p.partition || '/' || p.version) IS NULL AS notified;
+RETURNING p.version;
 
 -- name: PartitionDeleteUpdate :one
 -- A partition-delete transition that needs an existing record in one of
@@ -37,14 +37,20 @@ SET version = p.version + 1,
     updated_at = now()
 WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
   AND coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
-RETURNING p.version, pg_notify('rlmm_changes', p.topic_id::text || '/' || p.partition || '/' || p.version) IS NULL AS notified;
+RETURNING p.version;
 
 -- name: PartitionVersions :many
--- The committed versions of several partitions (0: never written to).
+-- The committed versions of several partitions (0: never written to), for
+-- the caches' periodic version poll: one primary-key probe per partition
+-- (LATERAL … LIMIT 1, whatever the statistics say).
 SELECT (@topic_ids::uuid[])[i]::uuid AS topic_id, (@partitions::integer[])[i]::integer AS partition,
-    coalesce(p.version, 0)::bigint AS version
+    coalesce(v.version, 0)::bigint AS version
 FROM generate_subscripts(@topic_ids::uuid[], 1) AS i
-LEFT JOIN rlmm_partitions p ON p.topic_id = (@topic_ids::uuid[])[i] AND p.partition = (@partitions::integer[])[i];
+LEFT JOIN LATERAL (
+    SELECT p.version FROM rlmm_partitions p
+    WHERE p.topic_id = (@topic_ids::uuid[])[i] AND p.partition = (@partitions::integer[])[i]
+    LIMIT 1
+) AS v ON true;
 
 -- name: PartitionChanges :many
 -- The segments of a partition written after version @after_version, with the

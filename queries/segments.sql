@@ -1,9 +1,25 @@
+-- The statements on segments. Each leaves the planner one reasonable plan
+-- whatever its statistics say (a table never analyzed, or analyzed when it
+-- was 100 times smaller: plan_test.go measures all three states):
+--   - a segment is fetched by its id, with the partition check hidden from
+--     index matching: "seg.segment_id = X AND (seg.topic_id = T AND
+--     seg.partition = P) IS TRUE". Only rlmm_segments_segment_id_key can
+--     answer that. Spelled as plain equalities, a never-analyzed table let
+--     the planner prefer an index on (topic_id, partition) alone and read
+--     the whole partition to find one id, because it multiplies two default
+--     selectivities into "4 rows in the partition";
+--   - an answer that is one row of an index comes from ORDER BY … LIMIT 1
+--     in a sub-select or LATERAL, evaluated before the rows it selects;
+--   - lists read one index range in list order.
+
 -- name: SegmentAdd :one
 -- Adds a segment in one statement: bumps (or creates) the partition row,
 -- which also locks it, unless the partition has a delete record, and widens
 -- its max_epoch_span to the longest epoch range of the segment; inserts the
 -- segment and one row per epoch. No row back: the partition has a delete
--- record. A taken segment id fails on rlmm_segments_segment_id_key.
+-- record. A taken segment id fails on rlmm_segments_segment_id_key. The
+-- manager notifies rlmm_changes after the commit (notifier.go), outside
+-- this transaction.
 WITH partition_row AS (
     INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span)
     VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1, @max_epoch_span::bigint)
@@ -32,21 +48,20 @@ WITH partition_row AS (
         (@epochs::integer[])[i], (@epoch_first_offsets::bigint[])[i], (@epoch_last_offsets::bigint[])[i], @state::smallint,
         @start_offset::bigint, @end_offset::bigint, segment.added_version, segment.added_version
     FROM segment, generate_subscripts(@epochs::integer[], 1) AS i
-), notification AS (
-    SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
-    FROM partition_row pr
 )
-SELECT segment.added_version FROM segment, notification;
+SELECT segment.added_version FROM segment;
 
 -- name: SegmentUpdate :one
 -- Moves a segment to @state in one statement, when its state is one of
 -- @allowed (from statemachine.go). The partition row is locked first (as
 -- every write does, so writes to a partition serialise in commit order and
 -- its version numbers them), its version bumped only when the segment
--- changed, and the epoch rows follow. A notification on rlmm_changes goes
--- out at commit. updated_version is -1 when nothing changed; current_state
--- (-1: no such segment) and delete_state (-1: none) then say why. On success
--- custom_metadata and finished_version are the segment's new values.
+-- changed, and the epoch rows follow. updated_version is -1 when nothing
+-- changed; current_state (-1: no such segment) and delete_state (-1: none)
+-- then say why: current_state is read with FOR SHARE after the partition
+-- lock, so it is the state a racing writer left, not the one this
+-- statement's snapshot saw. On success the segment's new row comes back,
+-- so a cache can apply the write without reading it again.
 WITH locked_partition AS MATERIALIZED (
     SELECT p.delete_state, p.version FROM rlmm_partitions p
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
@@ -62,51 +77,72 @@ WITH locked_partition AS MATERIALIZED (
                                 ELSE s.finished_version END,
         last_version = (SELECT lp.version + 1 FROM locked_partition lp),
         updated_at = now()
-    WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = @segment_id::uuid
+    WHERE s.segment_id = @segment_id::uuid AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE
       AND s.state = ANY(@allowed::smallint[])
       AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
-    RETURNING s.last_version, s.custom_metadata, s.finished_version
+    RETURNING s.*
 ), partition_row AS (
     UPDATE rlmm_partitions AS p
     SET version = segment.last_version, updated_at = now()
     FROM segment
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-    RETURNING p.topic_id, p.partition, p.version
+    RETURNING p.version
 ), epochs AS (
     UPDATE rlmm_segment_epochs AS e
     SET state = @state::smallint, finished_version = segment.finished_version, last_version = segment.last_version
     FROM segment
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
-), notification AS (
-    SELECT pg_notify('rlmm_changes', pr.topic_id::text || '/' || pr.partition || '/' || pr.version)
-    FROM partition_row pr
 )
 SELECT
-    coalesce((SELECT pr.version FROM partition_row pr, notification), -1)::bigint AS updated_version,
-    coalesce((SELECT s.state FROM rlmm_segments s
-              WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = @segment_id::uuid),
-             -1)::smallint AS current_state,
+    coalesce(pr.version, -1)::bigint AS updated_version,
+    (CASE WHEN pr.version IS NOT NULL THEN seg.state
+          ELSE coalesce((SELECT cur.state FROM rlmm_segments cur
+                         WHERE cur.segment_id = @segment_id::uuid
+                           AND (cur.topic_id = @topic_id::uuid AND cur.partition = @partition::integer) IS TRUE
+                         FOR SHARE), -1)
+     END)::smallint AS current_state,
     coalesce((SELECT lp.delete_state FROM locked_partition lp), -1)::smallint AS delete_state,
-    (SELECT seg.custom_metadata FROM segment seg) AS custom_metadata,
-    coalesce((SELECT seg.finished_version FROM segment seg), -1)::bigint AS finished_version;
+    coalesce(seg.topic, '')::text AS topic,
+    coalesce(seg.start_offset, 0)::bigint AS start_offset,
+    coalesce(seg.end_offset, 0)::bigint AS end_offset,
+    coalesce(seg.max_timestamp_ms, 0)::bigint AS max_timestamp_ms,
+    coalesce(seg.segment_size_bytes, 0)::integer AS segment_size_bytes,
+    seg.custom_metadata AS custom_metadata,
+    coalesce(seg.txn_index_empty, false)::boolean AS txn_index_empty,
+    coalesce(seg.epochs, '{}')::integer[] AS epochs,
+    coalesce(seg.epoch_start_offsets, '{}')::bigint[] AS epoch_start_offsets,
+    coalesce(seg.added_version, -1)::bigint AS added_version,
+    coalesce(seg.finished_version, -1)::bigint AS finished_version
+FROM (SELECT 1) AS one
+LEFT JOIN segment seg ON true
+LEFT JOIN partition_row pr ON true;
 
 -- name: SegmentLookup :one
 -- The finished segment whose range of @epoch contains @lookup_offset; among
 -- overlapping ones, the range that starts latest, then the one finished last.
 -- Only ranges starting in [offset - max_epoch_span, offset] can contain the
--- offset, so the backward index scan stops there, hit or miss.
+-- offset, so the backward index scan stops there, hit or miss. The
+-- sub-select runs once: the partition row by its key, then the latest range
+-- from rlmm_segment_epochs_lookup_idx; the segment is then read by its id.
 SELECT sqlc.embed(s)
-FROM rlmm_partitions p
-JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
-JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-  AND p.delete_state IS DISTINCT FROM 2
-  AND e.epoch = @epoch::integer AND e.state = 1
-  AND e.first_offset <= @lookup_offset::bigint
-  AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
-  AND e.last_offset >= @lookup_offset::bigint
-ORDER BY e.first_offset DESC, e.finished_version DESC
-LIMIT 1;
+FROM rlmm_segments s
+WHERE s.segment_id = (
+    SELECT e.segment_id
+    FROM rlmm_partitions p
+    CROSS JOIN LATERAL (
+        SELECT e.segment_id
+        FROM rlmm_segment_epochs e
+        WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+          AND e.epoch = @epoch::integer AND e.state = 1
+          AND e.first_offset <= @lookup_offset::bigint
+          AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
+          AND e.last_offset >= @lookup_offset::bigint
+        ORDER BY e.first_offset DESC, e.finished_version DESC
+        LIMIT 1
+    ) AS e
+    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+      AND p.delete_state IS DISTINCT FROM 2)
+  AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE;
 
 -- name: SegmentHighestOffset :one
 -- The largest end offset of a finished segment carrying @epoch.
@@ -120,7 +156,8 @@ ORDER BY e.segment_end_offset DESC
 LIMIT 1;
 
 -- name: SegmentList :many
--- Every segment of the partition that is not forgotten, in list order.
+-- Every segment of the partition that is not forgotten, in list order, from
+-- rlmm_segments_list_idx.
 SELECT sqlc.embed(s)
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
@@ -129,24 +166,92 @@ WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
 ORDER BY s.start_offset, s.added_version;
 
--- name: SegmentListByEpoch :many
--- SegmentList restricted to the segments carrying @epoch.
+-- name: SegmentListPage :many
+-- A page of SegmentList for the streaming iterators (iter.go): the next
+-- @page_size segments after the cursor (@after_start_offset,
+-- @after_added_version) in list order, read through rlmm_segments_list_idx.
+-- The cursor is the last row of the previous page, (-1, -1) for the first.
+-- The list key (start_offset, added_version) is unique in a partition and
+-- never changes, so pages neither repeat nor skip a segment that stays
+-- visible.
 SELECT sqlc.embed(s)
-FROM rlmm_segment_epochs e
-JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
-  AND e.state IN (0, 1, 2)
+FROM rlmm_segments s
+WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+  AND s.state IN (0, 1, 2)
+  AND (s.start_offset, s.added_version) > (@after_start_offset::bigint, @after_added_version::bigint)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
-ORDER BY e.segment_start_offset, e.added_version;
+ORDER BY s.start_offset, s.added_version
+LIMIT @page_size::integer;
+
+-- name: SegmentListByEpoch :many
+-- SegmentList restricted to the segments carrying @epoch. The epoch's
+-- first and last start offsets come from two probes of
+-- rlmm_segment_epochs_list_idx; the segments are then one range of
+-- rlmm_segments_list_idx between them, in list order, filtered on the epoch
+-- map. Kafka's segments follow their epochs, so the range holds the epoch's
+-- segments and, at most, the overlapping uploads of a diverged leader: it
+-- reads about one buffer per segment returned, against four or five for a
+-- join that fetches each segment by its key.
+SELECT sqlc.embed(s)
+FROM rlmm_segments s
+WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+  AND s.state IN (0, 1, 2)
+  AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
+  AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
+  AND @epoch::integer = ANY(s.epochs)
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+ORDER BY s.start_offset, s.added_version;
+
+-- name: SegmentListByEpochPage :many
+-- A page of SegmentListByEpoch after the cursor, as SegmentListPage: the
+-- range of rlmm_segments_list_idx starts at the later of the cursor and the
+-- epoch's first start offset.
+SELECT sqlc.embed(s)
+FROM (SELECT
+        (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+         WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
+           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+         ORDER BY e.segment_start_offset, e.added_version LIMIT 1) AS lo,
+        (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+         WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
+           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1) AS hi
+     ) AS b
+JOIN rlmm_segments s
+  ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+ AND s.state IN (0, 1, 2)
+ AND (s.start_offset, s.added_version) > (CASE WHEN b.lo > @after_start_offset::bigint THEN b.lo ELSE @after_start_offset::bigint END,
+                                          CASE WHEN b.lo > @after_start_offset::bigint THEN -1 ELSE @after_added_version::bigint END)
+ AND s.start_offset <= b.hi
+WHERE @epoch::integer = ANY(s.epochs)
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+ORDER BY s.start_offset, s.added_version
+LIMIT @page_size::integer;
 
 -- name: SegmentSizeByEpoch :one
--- Sum of the sizes of SegmentListByEpoch.
+-- Sum of the sizes of SegmentListByEpoch, read the same way.
 SELECT coalesce(sum(s.segment_size_bytes), 0)::bigint AS size
-FROM rlmm_segment_epochs e
-JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
-WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
-  AND e.state IN (0, 1, 2)
+FROM rlmm_segments s
+WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+  AND s.state IN (0, 1, 2)
+  AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
+  AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
+  AND @epoch::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2);
 
@@ -154,40 +259,53 @@ WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.e
 -- Walks the lookups of @epoch from @lookup_offset (each step looks up the
 -- offset after the previous segment's end) while the segments have no
 -- transaction index, and returns the first one that has one. The walk stops
--- at a miss. Each step is the lookup of SegmentLookup.
+-- at a miss. Each step is the lookup of SegmentLookup, in the same shape.
 WITH RECURSIVE walk AS (
-    (SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
+    (SELECT hit.segment_id, hit.segment_end_offset, s.txn_index_empty
      FROM rlmm_partitions p
-     JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
-     JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+     CROSS JOIN LATERAL (
+         SELECT e.segment_id, e.segment_end_offset
+         FROM rlmm_segment_epochs e
+         WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+           AND e.epoch = @epoch::integer AND e.state = 1
+           AND e.first_offset <= @lookup_offset::bigint
+           AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
+           AND e.last_offset >= @lookup_offset::bigint
+         ORDER BY e.first_offset DESC, e.finished_version DESC
+         LIMIT 1
+     ) AS hit
+     CROSS JOIN LATERAL (
+         SELECT seg.txn_index_empty FROM rlmm_segments seg
+         WHERE seg.segment_id = hit.segment_id AND (seg.topic_id = p.topic_id AND seg.partition = p.partition) IS TRUE
+     ) AS s
      WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-       AND p.delete_state IS DISTINCT FROM 2
-       AND e.epoch = @epoch::integer AND e.state = 1
-       AND e.first_offset <= @lookup_offset::bigint
-       AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
-       AND e.last_offset >= @lookup_offset::bigint
-     ORDER BY e.first_offset DESC, e.finished_version DESC
-     LIMIT 1)
+       AND p.delete_state IS DISTINCT FROM 2)
     UNION ALL
     SELECT next.segment_id, next.segment_end_offset, next.txn_index_empty
     FROM walk,
     LATERAL (
-        SELECT e.segment_id, e.segment_end_offset, s.txn_index_empty
+        SELECT hit.segment_id, hit.segment_end_offset, s.txn_index_empty
         FROM rlmm_partitions p
-        JOIN rlmm_segment_epochs e ON e.topic_id = p.topic_id AND e.partition = p.partition
-        JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
+        CROSS JOIN LATERAL (
+            SELECT e.segment_id, e.segment_end_offset
+            FROM rlmm_segment_epochs e
+            WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+              AND e.epoch = @epoch::integer AND e.state = 1
+              AND e.first_offset <= walk.segment_end_offset + 1
+              AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
+              AND e.last_offset >= walk.segment_end_offset + 1
+            ORDER BY e.first_offset DESC, e.finished_version DESC
+            LIMIT 1
+        ) AS hit
+        CROSS JOIN LATERAL (
+            SELECT seg.txn_index_empty FROM rlmm_segments seg
+            WHERE seg.segment_id = hit.segment_id AND (seg.topic_id = p.topic_id AND seg.partition = p.partition) IS TRUE
+        ) AS s
         WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-          AND e.epoch = @epoch::integer AND e.state = 1
-          AND e.first_offset <= walk.segment_end_offset + 1
-          AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
-          AND e.last_offset >= walk.segment_end_offset + 1
-        ORDER BY e.first_offset DESC, e.finished_version DESC
-        LIMIT 1
     ) AS next
     WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
 )
 SELECT sqlc.embed(s)
-FROM walk
-JOIN rlmm_segments s ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.segment_id = walk.segment_id
-WHERE NOT walk.txn_index_empty
-LIMIT 1;
+FROM rlmm_segments s
+WHERE s.segment_id = (SELECT walk.segment_id FROM walk WHERE NOT walk.txn_index_empty LIMIT 1)
+  AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE;

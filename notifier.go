@@ -1,0 +1,172 @@
+package remotestorage
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// notifier tells other managers' caches of this manager's writes, after
+// they commit. PostgreSQL serialises the commits of every transaction that
+// called pg_notify on one global lock; a write statement that notified
+// itself made committing brokers queue behind each other. The notifier
+// instead sends, on a connection of its own, one statement that notifies
+// every partition written since its previous send: one NOTIFY commit per
+// batch, none on the write path, and the write's round trip unchanged.
+//
+// A notification can still be lost (this process dies after the commit and
+// before the send, or the send fails): caches never depend on one. Their
+// periodic version poll (pgCache.poll) bounds how stale a lost notification
+// leaves them, and CaughtUp compares versions, not notifications.
+type notifier struct {
+	pool *pgxpool.Pool
+	log  func(msg string, args ...any)
+
+	mu      sync.Mutex
+	pending map[partitionKey]int64 // the newest version written per partition
+	started bool
+	closing bool
+	wake    chan struct{} // capacity 1
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func newNotifier(pool *pgxpool.Pool, log func(msg string, args ...any)) *notifier {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &notifier{pool: pool, log: log, pending: make(map[partitionKey]int64), wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// notify queues the news that tp reached version. It never blocks; the
+// sender starts with the first write.
+func (n *notifier) notify(tp TopicIDPartition, version int64) {
+	key := keyOf(tp)
+	n.mu.Lock()
+	if n.ctx.Err() != nil {
+		n.mu.Unlock()
+		return // closed
+	}
+	if n.pending[key] < version {
+		n.pending[key] = version
+	}
+	if !n.started {
+		n.started = true
+		go n.run()
+	}
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the sender once it has sent what is queued, or after a
+// second at most.
+func (n *notifier) close() {
+	n.mu.Lock()
+	started := n.started
+	n.started, n.closing = true, true // no sender starts after close
+	n.mu.Unlock()
+	if !started {
+		n.cancel()
+		return
+	}
+	flush := time.AfterFunc(time.Second, n.cancel)
+	defer flush.Stop()
+	n.poke()
+	<-n.done
+	n.cancel()
+}
+
+func (n *notifier) run() {
+	defer close(n.done)
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	backoff := newBackoff()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.wake:
+		}
+		n.mu.Lock()
+		batch, closing := n.pending, n.closing
+		n.pending = make(map[partitionKey]int64, len(batch))
+		n.mu.Unlock()
+		if len(batch) == 0 {
+			if closing {
+				return
+			}
+			continue
+		}
+		var err error
+		if conn, err = n.send(conn, batch); err != nil {
+			n.log("notifying other caches failed; they catch up by their version poll", "partitions", len(batch), "error", err)
+			n.requeue(batch)
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-time.After(backoff.next()):
+			}
+		} else {
+			backoff.reset()
+		}
+		n.poke() // what came in meanwhile, or the close
+	}
+}
+
+func (n *notifier) poke() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// requeue puts back a batch that could not be sent, under newer versions.
+func (n *notifier) requeue(batch map[partitionKey]int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, v := range batch {
+		if n.pending[k] < v {
+			n.pending[k] = v
+		}
+	}
+}
+
+// send notifies every partition of batch in one statement, on conn (opened
+// or reopened as needed, without the pool's tracer: these statements are
+// not the caller's).
+func (n *notifier) send(conn *pgx.Conn, batch map[partitionKey]int64) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	defer cancel()
+	if conn == nil || conn.IsClosed() {
+		cfg := n.pool.Config().ConnConfig.Copy()
+		cfg.Tracer = nil
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		conn = c
+	}
+	payloads := make([]string, 0, len(batch))
+	for k, v := range batch {
+		payloads = append(payloads, notificationPayload(k, v))
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", notifyChannel, payloads); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+func notificationPayload(k partitionKey, version int64) string {
+	return k.topicID.String() + "/" + strconv.FormatInt(int64(k.partition), 10) + "/" + strconv.FormatInt(version, 10)
+}

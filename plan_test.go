@@ -1,0 +1,378 @@
+package remotestorage_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// The plan test: every statement the library sends reads a number of
+// buffers that does not grow with the partition or the table, whatever the
+// planner knows of the data. Each statistics state is measured at two sizes,
+// 100× apart, with custom and generic plans:
+//
+//   - never analyzed: the rows were written and nothing has run ANALYZE
+//     (every new cluster, every new partition, before autovacuum);
+//   - analyzed small, grown since: ANALYZE ran at the small size, then the
+//     tables grew 100× (statistics that describe a database long gone);
+//   - analyzed: ANALYZE ran after the writes.
+//
+// Autovacuum is off for the tables, so the state is the one named.
+
+// planScale is the data of one measurement: the queried partition holds
+// 190·scale segments in epoch 0, one spanning epochs 0 and 1, 100 in epoch 1
+// (whatever the scale, so the epoch queries return as many rows at both
+// sizes), and otherPartitions partitions of as many segments fill the table.
+const (
+	// epoch1Start is where epoch 1 begins, beyond epoch 0 at every scale.
+	epoch1Start        = int64(10_000_000)
+	planEpoch0PerScale = 190
+	planEpoch1         = 100
+	otherPartitions    = 4
+)
+
+type planState int
+
+const (
+	neverAnalyzed planState = iota
+	analyzedSmallGrown
+	analyzed
+)
+
+func (s planState) String() string {
+	return [...]string{"never analyzed", "analyzed small, grown 100x", "analyzed"}[s]
+}
+
+func TestPlansIndependentOfStatistics(t *testing.T) {
+	t.Parallel()
+	for _, state := range []planState{neverAnalyzed, analyzedSmallGrown, analyzed} {
+		t.Run(state.String(), func(t *testing.T) {
+			t.Parallel()
+			var small, large map[string]planCost
+			if state == analyzedSmallGrown {
+				small = measurePlans(t, analyzed, 1)
+			} else {
+				small = measurePlans(t, state, 1)
+			}
+			large = measurePlans(t, state, 100)
+			for _, name := range sortedKeys(large) {
+				s, l := small[name], large[name]
+				t.Logf("%-44s small %4d buffers %5d rows   large %4d buffers %5d rows", name, s.buffers, s.rows, l.buffers, l.rows)
+				// O(log n + rows): a B-tree one level deeper per index
+				// touched, and at most a few buffers per row returned
+				// beyond what the small size needed per row; a walk of k
+				// lookups is k probes, each a level deeper.
+				allowed := s.buffers + 12 + 3*max(0, l.rows-s.rows) + 3*l.walked
+				require.LessOrEqualf(t, l.buffers, allowed,
+					"%s: %d buffers at 100× the size against %d (%d and %d rows): the plan grows with the data:\n%s",
+					name, l.buffers, s.buffers, s.rows, l.rows, l.plan)
+			}
+		})
+	}
+}
+
+type planCost struct {
+	buffers, rows, walked int
+	plan                  string
+}
+
+// measurePlans loads the data at scale in state and explains every
+// statement, returning the worse of the custom and generic plans of each.
+func measurePlans(t *testing.T, state planState, scale int) map[string]planCost {
+	t.Helper()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	admin, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	_, err = admin.Exec(ctx, `
+ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false);
+ALTER TABLE rlmm_segments SET (autovacuum_enabled = false);
+ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);`)
+	require.NoError(t, err)
+
+	topicID := uuid.New()
+	tp := rs.TopicIDPartition{TopicID: topicID, Topic: "plans", Partition: 0}
+	switch state {
+	case neverAnalyzed:
+		loadPlanData(t, admin, topicID, 0, scale)
+	case analyzedSmallGrown:
+		loadPlanData(t, admin, topicID, 0, 1)
+		_, err = admin.Exec(ctx, "ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs")
+		require.NoError(t, err)
+		loadPlanData(t, admin, topicID, 1, scale)
+	case analyzed:
+		loadPlanData(t, admin, topicID, 0, scale)
+		_, err = admin.Exec(ctx, "ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs")
+		require.NoError(t, err)
+	}
+
+	pool, counter := newCountingPool(t, dsn)
+	m, err := rs.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	// Two segments the writes work on, added through the manager.
+	fresh := segment(tp, epoch1Start+planEpoch1*100+1_000_000, epoch1Start+planEpoch1*100+1_000_099, map[rs.LeaderEpoch]int64{1: epoch1Start + planEpoch1*100 + 1_000_000})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, fresh))
+	other := segment(tp, fresh.StartOffset+100, fresh.EndOffset+100, map[rs.LeaderEpoch]int64{1: fresh.StartOffset + 100})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, other))
+	version, err := m.PartitionVersionForTest(ctx, tp)
+	require.NoError(t, err)
+
+	added := segment(tp, fresh.StartOffset+500, fresh.StartOffset+599, map[rs.LeaderEpoch]int64{1: fresh.StartOffset + 500})
+	deleteTP := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "plans", Partition: 1}
+	cases := []struct {
+		name string
+		run  func() error
+		// replace rewrites the captured arguments before the EXPLAIN, for
+		// writes whose captured run already changed the data.
+		replace map[any]any
+		write   bool
+		// walked is the number of index probes a statement makes by
+		// design (the steps of NextSegmentWithTxnIndex's walk).
+		walked int
+	}{
+		{name: "add", write: true, replace: map[any]any{added.SegmentID.ID: uuid.New()}, run: func() error {
+			return m.AddRemoteLogSegmentMetadata(ctx, added)
+		}},
+		{name: "update to COPY_SEGMENT_FINISHED", write: true, replace: map[any]any{fresh.SegmentID.ID: other.SegmentID.ID}, run: func() error {
+			return m.UpdateRemoteLogSegmentMetadata(ctx, update(fresh, rs.CopySegmentFinished))
+		}},
+		{name: "update refused", run: func() error {
+			if err := m.UpdateRemoteLogSegmentMetadata(ctx, update(other, rs.DeleteSegmentFinished)); !errors.Is(err, rs.ErrInvalidSegmentTransition) {
+				return fmt.Errorf("want ErrInvalidSegmentTransition, got %v", err)
+			}
+			return nil
+		}},
+		{name: "lookup hit epoch 0", run: func() error {
+			return expectHit(m.RemoteLogSegmentMetadata(ctx, tp, 0, 5_020))
+		}},
+		{name: "lookup hit epoch 1", run: func() error {
+			return expectHit(m.RemoteLogSegmentMetadata(ctx, tp, 1, epoch1Start+5_020))
+		}},
+		{name: "lookup miss in a gap", run: func() error {
+			return expectMiss(m.RemoteLogSegmentMetadata(ctx, tp, 0, 5_095))
+		}},
+		{name: "lookup miss past the end", run: func() error {
+			return expectMiss(m.RemoteLogSegmentMetadata(ctx, tp, 1, epoch1Start*10))
+		}},
+		{name: "lookup miss in another epoch", run: func() error {
+			return expectMiss(m.RemoteLogSegmentMetadata(ctx, tp, 7, 5_020))
+		}},
+		{name: "lookup miss unknown partition", run: func() error {
+			return expectMiss(m.RemoteLogSegmentMetadata(ctx, deleteTP, 0, 5_020))
+		}},
+		{name: "highest offset", run: func() error { _, _, err := m.HighestOffsetForEpoch(ctx, tp, 1); return err }},
+		{name: "list by epoch 1", run: func() error {
+			l, err := m.ListRemoteLogSegmentsByEpoch(ctx, tp, 1)
+			if err == nil && len(l) < planEpoch1 {
+				err = fmt.Errorf("listed %d segments of epoch 1", len(l))
+			}
+			return err
+		}},
+		{name: "list page by epoch 1", run: func() error {
+			for _, err := range m.RemoteLogSegmentsByEpoch(ctx, tp, 1) {
+				return err
+			}
+			return nil
+		}},
+		{name: "remote log size epoch 1", run: func() error { _, err := m.RemoteLogSize(ctx, tp, 1); return err }},
+		{name: "next segment with txn index", walked: 10, run: func() error {
+			return expectHit(m.NextSegmentWithTxnIndex(ctx, tp, 1, epoch1Start+40))
+		}},
+		{name: "caught up", run: func() error { _, err := m.CaughtUp(ctx, tp); return err }},
+		{name: "partition delete marked", write: true, run: func() error {
+			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionMarked})
+		}},
+		{name: "partition delete started", write: true, run: func() error {
+			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionStarted})
+		}},
+		{name: "cache version poll", run: func() error { return m.PollVersionsForTest(ctx, tp, deleteTP, rs.TopicIDPartition{TopicID: topicID, Partition: 3}) }},
+		{name: "cache catch-up", run: func() error {
+			_, err := m.PartitionChangesForTest(ctx, tp, version-1)
+			return err
+		}},
+	}
+	// The full list returns the whole partition: it grows with it by design
+	// (O(rows)), so it is measured per row returned against the small size.
+	cases = append(cases, struct {
+		name    string
+		run     func() error
+		replace map[any]any
+		write   bool
+		walked  int
+	}{name: "list", run: func() error { _, err := m.ListRemoteLogSegments(ctx, tp); return err }})
+
+	explainConn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { explainConn.Close(context.Background()) })
+	out := make(map[string]planCost)
+	for _, c := range cases {
+		counter.take()
+		require.NoError(t, c.run(), c.name)
+		_, queries := counter.take()
+		require.NotEmpty(t, queries, c.name)
+		for i, q := range queries {
+			name := c.name
+			if len(queries) > 1 {
+				name = fmt.Sprintf("%s (statement %d)", c.name, i+1)
+			}
+			args := make([]any, len(q.args))
+			for j, a := range q.args {
+				args[j] = a
+				if ids, ok := a.([]uuid.UUID); ok { // the simple protocol needs text
+					texts := make([]string, len(ids))
+					for k, id := range ids {
+						texts[k] = id.String()
+					}
+					args[j] = texts
+				}
+				if id, ok := a.(uuid.UUID); ok {
+					if r, ok := c.replace[id]; ok {
+						args[j] = r
+					}
+				}
+			}
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				cost := explainPrepared(t, explainConn, mode, q.sql, args, c.write)
+				if dir := os.Getenv("RLMM_PLAN_DUMP"); dir != "" {
+					file := fmt.Sprintf("%s/%s-%d-%s-%s.json", dir, state, scale, name, mode)
+					require.NoError(t, os.WriteFile(strings.ReplaceAll(file, " ", "_"), []byte(cost.plan), 0o644))
+				}
+				cost.walked = c.walked
+				if old, ok := out[name]; !ok || cost.buffers > old.buffers {
+					out[name] = cost
+				}
+			}
+		}
+	}
+	return out
+}
+
+// loadPlanData writes the segments of scales (from, to] in one pass of
+// INSERTs shaped as the library writes them.
+func loadPlanData(t *testing.T, pool *pgxpool.Pool, topicID uuid.UUID, from, to int) {
+	t.Helper()
+	ctx := t.Context()
+	lo, hi := from*planEpoch0PerScale, to*planEpoch0PerScale // epoch-0 segment numbers [lo, hi)
+	_, err := pool.Exec(ctx, `
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
+SELECT $1::uuid, p, 'plans', 0, 99 FROM generate_series(0, $2::int) p
+ON CONFLICT DO NOTHING;
+`, topicID, otherPartitions)
+	require.NoError(t, err)
+	// Epoch 0 of every partition: segments [lo, hi), 90 offsets then a gap
+	// of 10. Epoch 1 of partition 0, at epoch1Start, beyond epoch 0 at every
+	// size: 100 contiguous segments, every tenth with a transaction index.
+	_, err = pool.Exec(ctx, `
+INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
+    broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
+    added_version, finished_version, last_version)
+SELECT $1::uuid, p, gen_random_uuid(), 'plans', i * 100, i * 100 + 89, i, 1, 0, 1000, 1, true,
+    ARRAY[0], ARRAY[i * 100]::bigint[],
+    2 * i + 1, 2 * i + 2, 2 * i + 2
+FROM generate_series(0, $4::int) p, generate_series($2::int, $3::int - 1) i;
+`, topicID, lo, hi, otherPartitions)
+	require.NoError(t, err)
+	if from == 0 || to > 1 {
+		// Epoch 1 of partition 0, and the segment spanning both epochs.
+		_, err = pool.Exec(ctx, `
+INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
+    broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
+    added_version, finished_version, last_version)
+SELECT $1::uuid, 0, gen_random_uuid(), 'plans', $2::bigint + i * 100, $2::bigint + i * 100 + 99, i, 1, 0, 1000, 1, i % 10 <> 9,
+    CASE WHEN i = 0 THEN ARRAY[0, 1] ELSE ARRAY[1] END,
+    CASE WHEN i = 0 THEN ARRAY[$2::bigint, $2::bigint + 40] ELSE ARRAY[$2::bigint + i * 100] END,
+    1000000 + 2 * i + 1, 1000000 + 2 * i + 2, 1000000 + 2 * i + 2
+FROM generate_series(0, $3::int) i
+WHERE NOT EXISTS (SELECT 1 FROM rlmm_segments s WHERE s.topic_id = $1::uuid AND s.partition = 0 AND 1 = ANY(s.epochs));
+`, topicID, epoch1Start, planEpoch1)
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `
+INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
+    segment_start_offset, segment_end_offset, added_version, finished_version, last_version)
+SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
+    coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
+    s.added_version, s.finished_version, s.last_version
+FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
+WHERE s.topic_id = $1::uuid
+ON CONFLICT DO NOTHING`, topicID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+UPDATE rlmm_partitions p SET version = (SELECT max(last_version) FROM rlmm_segments s WHERE s.topic_id = p.topic_id AND s.partition = p.partition)
+WHERE p.topic_id = $1::uuid;
+`, topicID)
+	require.NoError(t, err)
+}
+
+// explainPrepared explains sql with args as a prepared statement under
+// planCacheMode (so force_generic_plan explains the generic plan), inside a
+// transaction rolled back when the statement writes, and returns the
+// buffers it touched and the rows it returned.
+func explainPrepared(t *testing.T, conn *pgx.Conn, planCacheMode, sql string, args []any, write bool) planCost {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background()) //nolint:errcheck // explained writes are undone
+	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+planCacheMode)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "PREPARE rlmm_explained AS "+sql)
+	require.NoError(t, err, firstLine(sql))
+	placeholders := make([]string, len(args))
+	for i := range args {
+		placeholders[i] = fmt.Sprintf("$%d", i+1)
+	}
+	var raw []byte
+	// EXECUTE takes no protocol-level parameters: pgx quotes the arguments
+	// into the text (simple protocol).
+	err = tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE rlmm_explained("+strings.Join(placeholders, ", ")+")",
+		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...).Scan(&raw)
+	require.NoError(t, err, firstLine(sql))
+	_, err = tx.Exec(ctx, "DEALLOCATE rlmm_explained")
+	require.NoError(t, err)
+	var plans []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &plans))
+	top := plans[0].Plan
+	cost := planCost{
+		buffers: int(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64)),
+		rows:    int(top["Actual Rows"].(float64)),
+		plan:    string(raw),
+	}
+	if !write {
+		return cost
+	}
+	return cost
+}
+
+func expectHit(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {
+	if err == nil && !ok {
+		return fmt.Errorf("expected a hit, got a miss")
+	}
+	return err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
