@@ -15,7 +15,7 @@ import (
 type memPartition struct {
 	version       int64 // bumped by every write to the partition
 	deleteState   RemotePartitionDeleteState
-	deleteVersion int64 // the version deleteState is known at (PgManager's cache)
+	deleteVersion int64                     // the version deleteState is known at (PgManager's cache)
 	segments      map[uuid.UUID]*memSegment // the segments not forgotten
 	// forgotten holds, in PgManager's cache, the segments forgotten at a
 	// version the cache does not cover yet (id -> that version), so that

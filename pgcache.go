@@ -83,7 +83,7 @@ type cachedPartition struct {
 	tp      TopicIDPartition
 	data    *memPartition
 	pending []func(p *memPartition) // this manager's writes made while loading
-	kick    chan struct{}                // capacity 1: a pending refresh
+	kick    chan struct{}           // capacity 1: a pending refresh
 	cancel  context.CancelFunc
 }
 

@@ -200,7 +200,9 @@ ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);`)
 		{name: "partition delete started", write: true, run: func() error {
 			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionStarted})
 		}},
-		{name: "cache version poll", run: func() error { return m.PollVersionsForTest(ctx, tp, deleteTP, rs.TopicIDPartition{TopicID: topicID, Partition: 3}) }},
+		{name: "cache version poll", run: func() error {
+			return m.PollVersionsForTest(ctx, tp, deleteTP, rs.TopicIDPartition{TopicID: topicID, Partition: 3})
+		}},
 		{name: "cache catch-up", run: func() error {
 			_, err := m.PartitionChangesForTest(ctx, tp, version-1)
 			return err
