@@ -23,7 +23,7 @@ import (
 // periodic version poll (pgCache.poll) bounds how stale a lost notification
 // leaves them, and CaughtUp compares versions, not notifications.
 type notifier struct {
-	pool *pgxpool.Pool
+	side *sideConn
 	log  func(msg string, args ...any)
 
 	mu      sync.Mutex
@@ -36,9 +36,9 @@ type notifier struct {
 	done    chan struct{}
 }
 
-func newNotifier(pool *pgxpool.Pool, log func(msg string, args ...any)) *notifier {
+func newNotifier(side *sideConn, log func(msg string, args ...any)) *notifier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &notifier{pool: pool, log: log, pending: make(map[partitionKey]int64), wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &notifier{side: side, log: log, pending: make(map[partitionKey]int64), wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // notify queues the news that tp reached version. It never blocks; the
@@ -84,12 +84,6 @@ func (n *notifier) close() {
 
 func (n *notifier) run() {
 	defer close(n.done)
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
 	backoff := newBackoff()
 	for {
 		select {
@@ -107,8 +101,7 @@ func (n *notifier) run() {
 			}
 			continue
 		}
-		var err error
-		if conn, err = n.send(conn, batch); err != nil {
+		if err := n.send(batch); err != nil {
 			n.log("notifying other caches failed; they catch up by their version poll", "partitions", len(batch), "error", err)
 			n.requeue(batch)
 			select {
@@ -141,32 +134,61 @@ func (n *notifier) requeue(batch map[partitionKey]int64) {
 	}
 }
 
-// send notifies every partition of batch in one statement, on conn (opened
-// or reopened as needed, without the pool's tracer: these statements are
-// not the caller's).
-func (n *notifier) send(conn *pgx.Conn, batch map[partitionKey]int64) (*pgx.Conn, error) {
+// send notifies every partition of batch in one statement.
+func (n *notifier) send(batch map[partitionKey]int64) error {
 	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 	defer cancel()
-	if conn == nil || conn.IsClosed() {
-		cfg := n.pool.Config().ConnConfig.Copy()
-		cfg.Tracer = nil
-		c, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		conn = c
-	}
 	payloads := make([]string, 0, len(batch))
 	for k, v := range batch {
 		payloads = append(payloads, notificationPayload(k, v))
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", notifyChannel, payloads); err != nil {
-		conn.Close(context.Background())
-		return nil, err
-	}
-	return conn, nil
+	return n.side.do(ctx, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", notifyChannel, payloads)
+		return err
+	})
 }
 
 func notificationPayload(k partitionKey, version int64) string {
 	return k.topicID.String() + "/" + strconv.FormatInt(int64(k.partition), 10) + "/" + strconv.FormatInt(version, 10)
+}
+
+// sideConn is a manager's connection for its own background statements
+// (notifications, the cache's version poll): opened on first use, without
+// the pool's tracer (these statements are not the caller's), and never
+// taking a connection the callers' pool may be short of. One statement at
+// a time; a failed statement closes it, the next use reopens it.
+type sideConn struct {
+	pool *pgxpool.Pool
+
+	mu   sync.Mutex
+	conn *pgx.Conn
+}
+
+func (c *sideConn) do(ctx context.Context, f func(conn *pgx.Conn) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil || c.conn.IsClosed() {
+		cfg := c.pool.Config().ConnConfig.Copy()
+		cfg.Tracer = nil
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		c.conn = conn
+	}
+	if err := f(c.conn); err != nil {
+		c.conn.Close(context.Background())
+		c.conn = nil
+		return err
+	}
+	return nil
+}
+
+func (c *sideConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		c.conn.Close(context.Background())
+		c.conn = nil
+	}
 }

@@ -140,7 +140,11 @@ func (c *pgCache) poll() error {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
-	rows, err := c.m.queries.PartitionVersions(ctx, c.m.pool, params)
+	var rows []db.PartitionVersionsRow
+	err := c.m.side.do(ctx, func(conn *pgx.Conn) (err error) {
+		rows, err = c.m.queries.PartitionVersions(ctx, conn, params)
+		return err
+	})
 	if err != nil {
 		return err
 	}

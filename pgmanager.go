@@ -24,6 +24,7 @@ type PgManager struct {
 	opts    options
 	cache   *pgCache  // nil without WithCache
 	notify  *notifier // tells other caches of this manager's writes, after commit
+	side    *sideConn // the connection of the manager's background statements
 
 	assignedMu sync.Mutex
 	assigned   map[partitionKey]bool // what the assignment hooks say this manager consumes
@@ -40,7 +41,8 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 		return nil, err
 	}
 	m := &PgManager{pool: pool, reader: pool, queries: db.New(), opts: newOptions(opts), assigned: make(map[partitionKey]bool)}
-	m.notify = newNotifier(pool, m.logWarn)
+	m.side = &sideConn{pool: pool}
+	m.notify = newNotifier(m.side, m.logWarn)
 	if m.opts.readReplica != nil {
 		m.reader = m.opts.readReplica
 	}
@@ -58,6 +60,7 @@ func (m *PgManager) Close() {
 	if m.cache != nil {
 		m.cache.close()
 	}
+	m.side.close()
 }
 
 // logWarn logs what the manager's background work could not do, through
