@@ -53,3 +53,13 @@ func (m *PgManager) PollVersionsForTest(ctx context.Context, tps ...TopicIDParti
 	_, err := m.queries.PartitionVersions(ctx, m.pool, params)
 	return err
 }
+
+// CachedVersion returns the cached version of tp (-1 when not loaded),
+// without asking the database or kicking a catch-up.
+func (m *PgManager) CachedVersion(tp TopicIDPartition) int64 {
+	v, _, loaded := m.cache.cachedVersion(tp)
+	if !loaded {
+		return -1
+	}
+	return v
+}

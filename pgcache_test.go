@@ -296,7 +296,7 @@ func TestCacheMissedNotification(t *testing.T) {
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
 	a := newCachedManager(t, dsn) // a writer that caches nothing
-	b := newCachedManager(t, dsn)
+	b := newCachedManager(t, dsn, rs.WithCachePollInterval(0)) // no poll: only CaughtUp can tell
 	tp := testTP(0)
 	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
 	waitLoaded(t, b, tp)
@@ -311,6 +311,33 @@ func TestCacheMissedNotification(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, s.SegmentID, got.SegmentID)
+}
+
+// A writer whose notification never went out (it died between its commit
+// and its notification; here b drops every notification) leaves another
+// cache behind for one poll interval at most, with nobody calling CaughtUp.
+func TestCachePollBoundsALostNotification(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	a := newCachedManager(t, dsn)
+	const interval = 50 * time.Millisecond
+	b := newCachedManager(t, dsn, rs.WithCachePollInterval(interval))
+	tp := testTP(0)
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	waitLoaded(t, b, tp)
+	b.DropNotifications(true)
+
+	writeFinished(t, a, tp, 0, 99)
+	version, err := a.PartitionVersionForTest(ctx, tp)
+	require.NoError(t, err)
+	// The bound is one interval plus a catch-up; the deadline only keeps
+	// a broken poll from hanging the test.
+	eventually(t, 10*time.Second, "the poll brought b's cache to the write", func() bool { return b.CachedVersion(tp) >= version })
+	got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, rs.CopySegmentFinished, got.State)
 }
 
 // When the listener's connection drops, the cache keeps answering, CaughtUp
