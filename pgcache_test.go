@@ -295,7 +295,7 @@ func TestCacheMissedNotification(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	a := newCachedManager(t, dsn) // a writer that caches nothing
+	a := newCachedManager(t, dsn)                              // a writer that caches nothing
 	b := newCachedManager(t, dsn, rs.WithCachePollInterval(0)) // no poll: only CaughtUp can tell
 	tp := testTP(0)
 	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
