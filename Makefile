@@ -69,8 +69,13 @@ psql: ## Open psql on DATABASE_URL (or the Docker database).
 ci: lint check-generated test fuzz ## What .ci/run runs.
 
 .PHONY: bench
-bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments (~10 min; BENCH_FLAGS=-segments=10000000 for 10M).
+bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments, then a fresh never-analyzed database (~11 min; BENCH_FLAGS=-segments=10000000 for 10M).
 	$(GO) run ./cmd/rlmmbench $(BENCH_FLAGS)
+	$(MAKE) bench-fresh
+
+.PHONY: bench-fresh
+bench-fresh: pg-user ## Benchmark a freshly written, never-analyzed database: reads, writes with WAL bytes, cross-broker freshness (~1 min).
+	$(GO) test -run '^$$' -bench '^BenchmarkFresh$$' -benchtime $${BENCHTIME:-3s} .
 
 .PHONY: soak
 soak: pg-user ## Soak: 5 minutes of mixed traffic at 8 clients, p99 and memory per minute (SOAK_FLAGS=-soak-duration=1m).
