@@ -1,0 +1,116 @@
+package remotestorage_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// Memory and work in proportion to live segments, not history: a partition
+// whose retention churned through 200,000 segments, 1,000 of them live,
+// next to a partition of the same 1,000 live ones only.
+//
+//	go test -run '^$' -bench 'Churned' -benchtime 2000x .
+
+const (
+	churnLive      = 1_000
+	churnForgotten = 200_000
+)
+
+// BenchmarkChurnedLookupAfterWrite: each iteration writes once to the
+// partition (a retried COPY_SEGMENT_FINISHED, which changes the version and
+// so the index) and times the lookup that follows; p99 reported.
+func BenchmarkChurnedLookupAfterWrite(b *testing.B) {
+	for _, forgotten := range []int{0, churnForgotten} {
+		b.Run(fmt.Sprintf("forgotten=%d", forgotten), func(b *testing.B) {
+			ctx := context.Background()
+			m := rs.NewInMemoryManager()
+			tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "churn", Partition: 0}
+			var live []rs.RemoteLogSegmentMetadata
+			for i := range forgotten + churnLive {
+				s := segment(tp, int64(i)*100, int64(i)*100+99, map[rs.LeaderEpoch]int64{0: int64(i) * 100})
+				require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, s))
+				require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+				if i < forgotten {
+					require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.DeleteSegmentStarted)))
+					require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.DeleteSegmentFinished)))
+				} else {
+					live = append(live, s)
+				}
+			}
+			var lags []time.Duration
+			i := 0
+			for b.Loop() {
+				s := live[i%len(live)]
+				i++
+				require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+				start := time.Now()
+				_, ok, err := m.RemoteLogSegmentMetadata(ctx, tp, 0, s.StartOffset+50)
+				lags = append(lags, time.Since(start))
+				require.NoError(b, err)
+				require.True(b, ok)
+			}
+			slices.Sort(lags)
+			b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lookup-after-write-µs")
+		})
+	}
+}
+
+// BenchmarkChurnedCacheLoad: the time a cached manager takes to load the
+// partition, with 200,000 forgotten rows in the database or none.
+func BenchmarkChurnedCacheLoad(b *testing.B) {
+	dsn := pgtest.NewDatabase(b)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	topic := uuid.New()
+	// Partition 0: 1,000 live; partition 1: 200,000 forgotten, then the
+	// same 1,000 live. Rows as the library writes them.
+	for _, sql := range []string{`
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
+VALUES ($1, 0, 'churn', 2 * $2::int, 99), ($1, 1, 'churn', 2 * ($2::int + $3::int), 99)`, `
+INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
+    broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
+    added_version, finished_version, last_version)
+SELECT $1, p, gen_random_uuid(), 'churn', i * 100, i * 100 + 99, i, 1, 0, 1000,
+    CASE WHEN i < $3::int * p THEN 3 ELSE 1 END, true, ARRAY[0], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2
+FROM generate_series(0, 1) p, generate_series(0, $3::int * p + $2::int - 1) i`, `
+INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
+    segment_start_offset, segment_end_offset, added_version, finished_version, last_version)
+SELECT topic_id, partition, segment_id, 0, start_offset, end_offset, state, start_offset, end_offset,
+    added_version, finished_version, last_version FROM rlmm_segments WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0`,
+	} {
+		_, err = pool.Exec(ctx, sql, topic, churnLive, churnForgotten)
+		require.NoError(b, err)
+	}
+	_, err = pool.Exec(ctx, "ANALYZE rlmm_segments, rlmm_segment_epochs, rlmm_partitions")
+	require.NoError(b, err)
+	for p, name := range []string{"forgotten=0", fmt.Sprintf("forgotten=%d", churnForgotten)} {
+		tp := rs.TopicIDPartition{TopicID: topic, Topic: "churn", Partition: int32(p)}
+		b.Run(name, func(b *testing.B) {
+			m, err := rs.NewPgManager(ctx, pool, rs.WithCache(), rs.WithCachePollInterval(0))
+			require.NoError(b, err)
+			defer m.Close()
+			for b.Loop() {
+				require.NoError(b, m.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
+				waitLoaded(b, m, tp)
+				b.StopTimer()
+				list, err := m.ListRemoteLogSegments(ctx, tp)
+				require.NoError(b, err)
+				require.Len(b, list, churnLive)
+				require.NoError(b, m.OnStopPartitions(ctx, []rs.TopicIDPartition{tp}))
+				b.StartTimer()
+			}
+		})
+	}
+}
