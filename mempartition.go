@@ -17,6 +17,7 @@ type memPartition struct {
 	deleteState   RemotePartitionDeleteState
 	deleteVersion int64 // the version deleteState is known at (PgManager's cache)
 	segments      map[uuid.UUID]*memSegment
+	epochEnds     map[LeaderEpoch]int64 // EpochEndOffset's high-water marks (mempartition_kafka.go)
 
 	indexMu sync.Mutex
 	index   *partitionIndex // nil: stale, rebuilt by the next query

@@ -204,6 +204,9 @@ func (m *PgManager) updateCache(ctx context.Context, u RemoteLogSegmentMetadataU
 		s.meta.State, s.meta.BrokerID, s.meta.EventTimestampMs = u.State, u.BrokerID, u.EventTimestampMs
 		s.meta.CustomMetadata = row.CustomMetadata
 		p.put(s)
+		if u.State == CopySegmentFinished {
+			p.raiseEpochEnds(s.meta) // issue 13: as SegmentUpdate's epoch_ends CTE
+		}
 		return true
 	})
 	if stale != nil {
