@@ -28,13 +28,6 @@ COMMENT ON COLUMN rlmm_epoch_ends.end_offset IS 'Largest last_offset of the epoc
 COMMENT ON COLUMN rlmm_epoch_ends.max_segment_span IS 'Largest end_offset - start_offset of a segment carrying the epoch that reached COPY_SEGMENT_FINISHED: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
 COMMENT ON COLUMN rlmm_epoch_ends.raised_version IS 'Partition version of the latest write that raised the row: caches catching up read the rows raised after their version.';
 
--- FirstSegmentForTimestamp: the finished segments carrying the epoch in
--- list order, with what the walk filters on, so only the candidates that
--- pass the offset filter fetch their segment row (for max_timestamp_ms).
-CREATE INDEX rlmm_segment_epochs_timestamp_idx ON rlmm_segment_epochs
-    (topic_id, partition, epoch, segment_start_offset, added_version) INCLUDE (segment_end_offset, segment_id)
-    WHERE state = 1;
-
 -- Backfill: the finished segments already stored, deleted since or not.
 INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
 SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset), max(e.segment_end_offset - e.segment_start_offset), p.version
@@ -205,5 +198,4 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
-DROP INDEX rlmm_segment_epochs_timestamp_idx;
 DROP TABLE rlmm_epoch_ends;

@@ -5,29 +5,30 @@
 -- name: SegmentFirstForTimestamp :one
 -- The first finished segment carrying @epoch, in list order (start offset,
 -- then added version), whose end offset >= @starting_offset and whose
--- max_timestamp_ms >= @timestamp_ms. The walk starts at start offsets >=
--- @starting_offset - max_segment_span (no finished segment carrying the
--- epoch is longer, so none starting earlier can reach @starting_offset) on
--- rlmm_segment_epochs_timestamp_idx, and fetches a segment row (by primary
--- key) only for the candidates that pass the offset filter. The epoch's
--- rlmm_epoch_ends row (primary key) gives the bound; no row: no finished
--- segment ever carried the epoch.
+-- max_timestamp_ms >= @timestamp_ms. Shaped so that the plan does not depend
+-- on statistics: scalar subqueries on unique keys and one ordered index walk.
+-- - The walk starts at start offsets >= @starting_offset - max_segment_span
+--   (rlmm_epoch_ends, by primary key: no finished segment carrying the epoch
+--   is longer, so none starting earlier reaches @starting_offset; no row: no
+--   finished segment ever carried the epoch, and the walk is empty).
+-- - It goes in list order on rlmm_segment_epochs_list_idx (ORDER BY ... LIMIT
+--   1 on the index's own order), and reads max_timestamp_ms by the unique
+--   segment id only for the candidates that pass the offset filter.
+-- - The answer is fetched by its unique segment id.
 SELECT sqlc.embed(s)
-FROM rlmm_epoch_ends ee
-CROSS JOIN LATERAL (
+FROM rlmm_segments s
+WHERE s.segment_id = (
     SELECT e.segment_id
     FROM rlmm_segment_epochs e
-    JOIN rlmm_segments cs ON cs.topic_id = e.topic_id AND cs.partition = e.partition AND cs.segment_id = e.segment_id
-    WHERE e.topic_id = ee.topic_id AND e.partition = ee.partition AND e.epoch = ee.epoch
+    WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
       AND e.state = 1
-      AND e.segment_start_offset >= (@starting_offset::bigint) - ee.max_segment_span
+      AND e.segment_start_offset >= (@starting_offset::bigint) - (
+          SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
+          WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer)
       AND e.segment_end_offset >= @starting_offset::bigint
-      AND cs.max_timestamp_ms >= @timestamp_ms::bigint
+      AND (SELECT cs.max_timestamp_ms FROM rlmm_segments cs WHERE cs.segment_id = e.segment_id) >= @timestamp_ms::bigint
     ORDER BY e.segment_start_offset, e.added_version
-    LIMIT 1
-) AS c
-JOIN rlmm_segments s ON s.topic_id = ee.topic_id AND s.partition = ee.partition AND s.segment_id = c.segment_id
-WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer
+    LIMIT 1)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2);
 
