@@ -17,7 +17,7 @@ import (
 // epoch 4), segment i with MaxTimestampMs 1000*i, plus the epoch ends the
 // COPY_SEGMENT_FINISHED statement would have raised. Autovacuum is off on
 // the tables, so they stay never analyzed until analyze says so.
-func loadEpoch(t *testing.T, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) {
+func loadEpoch(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) {
 	t.Helper()
 	for _, st := range []struct {
 		sql  string
