@@ -99,6 +99,8 @@ const (
 	opCaughtUp             = "CaughtUp"
 	opRemoteLogSize        = "RemoteLogSize"
 	opNextWithTxnIndex     = "NextSegmentWithTxnIndex"
+	opFirstForTimestamp    = "FirstSegmentForTimestamp"
+	opEpochEndOffset       = "EpochEndOffset"
 	opLeadershipChanges    = "OnPartitionLeadershipChanges"
 	opStopPartitions       = "OnStopPartitions"
 	errLabelInvalidAdd     = "invalid_add"
@@ -113,6 +115,7 @@ const (
 var instrumentedOps = []string{
 	opAdd, opUpdate, opLookup, opHighestOffset, opList, opListByEpoch, opPartitionDelete,
 	opCaughtUp, opRemoteLogSize, opNextWithTxnIndex, opLeadershipChanges, opStopPartitions,
+	opFirstForTimestamp, opEpochEndOffset,
 }
 
 // errorLabels maps each sentinel to its label value, in the order they are
@@ -401,6 +404,30 @@ func (im *InstrumentedManager) NextSegmentWithTxnIndex(ctx context.Context, tp T
 		im.observe(ctx, opNextWithTxnIndex, start, nil)
 	}
 	return s, found, err
+}
+
+// FirstSegmentForTimestamp implements KafkaExtensions.
+func (im *InstrumentedManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (RemoteLogSegmentMetadata, bool, error) {
+	start := time.Now()
+	s, found, err := im.m.FirstSegmentForTimestamp(ctx, tp, epoch, timestampMs, startingOffset)
+	if err != nil {
+		im.observe(ctx, opFirstForTimestamp, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)), slog.Int64("timestamp_ms", timestampMs), slog.Int64("starting_offset", startingOffset))...)
+	} else {
+		im.observe(ctx, opFirstForTimestamp, start, nil)
+	}
+	return s, found, err
+}
+
+// EpochEndOffset implements KafkaExtensions.
+func (im *InstrumentedManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
+	start := time.Now()
+	end, found, err := im.m.EpochEndOffset(ctx, tp, epoch)
+	if err != nil {
+		im.observe(ctx, opEpochEndOffset, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)))...)
+	} else {
+		im.observe(ctx, opEpochEndOffset, start, nil)
+	}
+	return end, found, err
 }
 
 // assignmentHooks are Kafka's partition assignment hooks (PgManager has

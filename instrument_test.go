@@ -164,9 +164,9 @@ func TestInstrumentCountsRefusedWrites(t *testing.T) {
 	im2 := rs.Instrument(rs.NewInMemoryManager(), rs.WithLogger(quiet))
 	require.Error(t, im2.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{SegmentID: unknown, State: rs.CopySegmentFinished}))
 	require.Empty(t, quietLogs.String())
-	// Every operation (12) times every kind of error (7) is a series.
-	require.Equal(t, 12*7, testutil.CollectAndCount(im2, "rlmm_operation_errors_total"))
-	require.Equal(t, 12, testutil.CollectAndCount(im2, "rlmm_operation_duration_seconds"))
+	// Every operation (14) times every kind of error (7) is a series.
+	require.Equal(t, 14*7, testutil.CollectAndCount(im2, "rlmm_operation_errors_total"))
+	require.Equal(t, 14, testutil.CollectAndCount(im2, "rlmm_operation_duration_seconds"))
 	problems, err := testutil.CollectAndLint(im2)
 	require.NoError(t, err)
 	require.Empty(t, problems)
@@ -204,6 +204,12 @@ func (s stubManager) RemoteLogSize(context.Context, rs.TopicIDPartition, rs.Lead
 }
 func (s stubManager) NextSegmentWithTxnIndex(context.Context, rs.TopicIDPartition, rs.LeaderEpoch, int64) (rs.RemoteLogSegmentMetadata, bool, error) {
 	return rs.RemoteLogSegmentMetadata{}, false, s.err
+}
+func (s stubManager) FirstSegmentForTimestamp(context.Context, rs.TopicIDPartition, rs.LeaderEpoch, int64, int64) (rs.RemoteLogSegmentMetadata, bool, error) {
+	return rs.RemoteLogSegmentMetadata{}, false, s.err
+}
+func (s stubManager) EpochEndOffset(context.Context, rs.TopicIDPartition, rs.LeaderEpoch) (int64, bool, error) {
+	return 0, false, s.err
 }
 
 // TestInstrumentErrorLabels: every method, every kind of error.
@@ -248,6 +254,14 @@ func TestInstrumentErrorLabels(t *testing.T) {
 		},
 		"NextSegmentWithTxnIndex": func(m rs.Manager) error {
 			_, _, err := m.NextSegmentWithTxnIndex(ctx, tp, 0, 0)
+			return err
+		},
+		"FirstSegmentForTimestamp": func(m rs.Manager) error {
+			_, _, err := m.FirstSegmentForTimestamp(ctx, tp, 0, 0, 0)
+			return err
+		},
+		"EpochEndOffset": func(m rs.Manager) error {
+			_, _, err := m.EpochEndOffset(ctx, tp, 0)
 			return err
 		},
 	}

@@ -183,6 +183,22 @@ type KafkaExtensions interface {
 	// find them, starting at offset, and returns the first one whose
 	// TxnIndexEmpty is false. The walk stops at the first miss.
 	NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error)
+	// FirstSegmentForTimestamp returns the first COPY_SEGMENT_FINISHED segment
+	// carrying epoch, in the order of ListRemoteLogSegmentsByEpoch
+	// (StartOffset, ties by the order added), whose MaxTimestampMs >=
+	// timestampMs and EndOffset >= startingOffset: the segment whose time
+	// index a broker reads to answer ListOffsets by timestamp. None:
+	// (zero, false, nil).
+	FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (RemoteLogSegmentMetadata, bool, error)
+	// EpochEndOffset is Kafka's meaning of "highest offset for epoch", for
+	// brokers whose copy task resumes from it: the largest offset o such that
+	// the range of epoch in some segment that reached COPY_SEGMENT_FINISHED
+	// contains o. Segments deleted since still count (deletes never lower
+	// it); DELETE_PARTITION_FINISHED forgets it. None: (0, false, nil).
+	// Unlike HighestOffsetForEpoch (the seed's max EndOffset), it never
+	// claims offsets of a later epoch that share a segment with this one, so
+	// it is safe after an unclean election.
+	EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error)
 }
 
 // Option configures a manager.

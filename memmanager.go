@@ -94,6 +94,9 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 	if u.State == CopySegmentFinished && s.finishedVersion == 0 {
 		s.finishedVersion = p.version
 	}
+	if u.State == CopySegmentFinished {
+		p.raiseEpochEnds(s.meta)
+	}
 	s.meta.State = u.State
 	s.meta.BrokerID = u.BrokerID
 	s.meta.EventTimestampMs = u.EventTimestampMs

@@ -22,6 +22,7 @@ type memPartition struct {
 	// an older row from a catch-up in flight cannot bring one back. Pruned
 	// once the cached version covers them; InMemoryManager keeps none.
 	forgotten map[uuid.UUID]int64
+	epochEnds map[LeaderEpoch]int64 // EpochEndOffset's high-water marks (mempartition_kafka.go)
 
 	indexMu sync.Mutex
 	index   *partitionIndex // nil: stale, rebuilt by the next query

@@ -275,6 +275,10 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if err != nil {
 		return err
 	}
+	epochEnds, err := c.readEpochEnds(ctx, tx, cp.tp, after) // issue 13: EpochEndOffset outlives deleted segments
+	if err != nil {
+		return err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
@@ -291,6 +295,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	for _, r := range rows {
 		p.put(memSegmentFromRow(r))
 	}
+	applyEpochEnds(p, epochEnds)
 	if partition.Version > p.deleteVersion {
 		p.deleteState, p.deleteVersion = partitionDeleteNone, partition.Version
 		if partition.DeleteState.Valid {

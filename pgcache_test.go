@@ -126,6 +126,14 @@ func (c *consumingManager) NextSegmentWithTxnIndex(ctx context.Context, tp rs.To
 	c.consume(tp)
 	return c.PgManager.NextSegmentWithTxnIndex(ctx, tp, e, o)
 }
+func (c *consumingManager) FirstSegmentForTimestamp(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, ts, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
+	c.consume(tp)
+	return c.PgManager.FirstSegmentForTimestamp(ctx, tp, e, ts, o)
+}
+func (c *consumingManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
+	c.consume(tp)
+	return c.PgManager.EpochEndOffset(ctx, tp, e)
+}
 
 // The conformance suite, answered from the cache.
 func TestCachedPgManagerConformance(t *testing.T) {

@@ -210,7 +210,12 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 		// it whether or not it had seen the segment, with no second read
 		// that a caller's deadline could cut short.
 		s := segmentFromUpdate(u, row)
-		m.committed(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) { p.put(s) })
+		m.committed(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) {
+			p.put(s)
+			if u.State == CopySegmentFinished {
+				p.raiseEpochEnds(s.meta) // as SegmentUpdate's epoch_ends CTE
+			}
+		})
 		return nil
 	case row.CurrentState < 0 || RemotePartitionDeleteState(row.DeleteState) == DeletePartitionFinished:
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)

@@ -171,6 +171,8 @@ func TestPgManagerOneRoundTrip(t *testing.T) {
 		{"CaughtUp", func(int) error { _, err := m.CaughtUp(ctx, tp); return err }, 1},
 		{"RemoteLogSize", func(int) error { _, err := m.RemoteLogSize(ctx, tp, 0); return err }, 1},
 		{"NextSegmentWithTxnIndex", func(int) error { _, _, err := m.NextSegmentWithTxnIndex(ctx, tp, 0, 0); return err }, 1},
+		{"FirstSegmentForTimestamp", func(int) error { _, _, err := m.FirstSegmentForTimestamp(ctx, tp, 1, 0, 60); return err }, 1},
+		{"EpochEndOffset", func(int) error { _, _, err := m.EpochEndOffset(ctx, tp, 0); return err }, 1},
 		{"PutPartitionDeleteMarked", func(int) error {
 			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: testTP(3), State: rs.DeletePartitionMarked})
 		}, 1},

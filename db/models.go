@@ -9,6 +9,22 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// One row per (partition, leader epoch) that some segment reaching COPY_SEGMENT_FINISHED carried: Kafka's highest offset for the epoch (EpochEndOffset), never lowered by deletes, ignored once the partition's delete finished.
+type RlmmEpochEnd struct {
+	// Kafka topic id.
+	TopicID uuid.UUID
+	// Kafka partition number.
+	Partition int32
+	// Leader epoch.
+	Epoch int32
+	// Largest last_offset of the epoch's range in any segment that reached COPY_SEGMENT_FINISHED (deleted since or not): what EpochEndOffset answers.
+	EndOffset int64
+	// Largest end_offset - start_offset of a segment carrying the epoch that reached COPY_SEGMENT_FINISHED: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.
+	MaxSegmentSpan int64
+	// Partition version of the latest write that raised the row: caches catching up read the rows raised after their version.
+	RaisedVersion int64
+}
+
 // One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version.
 type RlmmPartition struct {
 	// Kafka topic id (with partition, the identity of the partition).

@@ -92,6 +92,22 @@ WITH locked_partition AS MATERIALIZED (
     SET state = @state::smallint, finished_version = segment.finished_version, last_version = segment.last_version
     FROM segment
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
+), epoch_ends AS (
+    -- Issue 13 (EpochEndOffset, migrations/00004): a COPY_SEGMENT_FINISHED
+    -- raises the partition's per-epoch high-water marks to the ends of the
+    -- segment's epoch ranges (and the longest finished segment per epoch,
+    -- FirstSegmentForTimestamp's bound). Nothing lowers them. Reads the
+    -- epoch rows as they were before this statement: their offsets never change.
+    INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+    SELECT e.topic_id, e.partition, e.epoch, e.last_offset, e.segment_end_offset - e.segment_start_offset, segment.last_version
+    FROM segment, rlmm_segment_epochs e
+    WHERE @finishing::boolean
+      AND e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
+    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
+        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
+        raised_version = excluded.raised_version
+    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span
 )
 SELECT
     coalesce(pr.version, -1)::bigint AS updated_version,

@@ -35,6 +35,11 @@ var brokenManagers = map[string]func(m rlmmtest.Manager) rlmmtest.Manager{
 	// Where finished segments overlap, the lookup returns the one whose range
 	// of the epoch starts earliest (the shadowed one).
 	"shadowed-lookup": func(m rlmmtest.Manager) rlmmtest.Manager { return shadowedLookup{m} },
+	// EpochEndOffset answers the seed's HighestOffsetForEpoch (max EndOffset).
+	"epoch-end-is-max-end-offset": func(m rlmmtest.Manager) rlmmtest.Manager { return epochEndIsHighest{m} },
+	// FirstSegmentForTimestamp ignores ties: among the matching segments
+	// that start at the same offset it returns the last added.
+	"timestamp-ignores-ties": func(m rlmmtest.Manager) rlmmtest.Manager { return timestampIgnoresTies{m} },
 }
 
 // TestBrokenSuite is the child: it runs the suite against the broken manager
@@ -78,6 +83,24 @@ func TestBrokenManagersFailTheSuite(t *testing.T) {
 				"Overlaps/four_overlapping",
 				"Overlaps/latest_epoch_range_start_wins_not_latest_segment_start",
 				"Overlaps/shadowing_segment_not_finished",
+				"Randomized/model_based",
+			},
+		},
+		{
+			broken: "epoch-end-is-max-end-offset",
+			groups: []string{"EpochEndOffset", "Randomized"},
+			wantFailed: []string{
+				"EpochEndOffset/deletes_never_lower_it",
+				"EpochEndOffset/max_over_finished_segments",
+				"EpochEndOffset/unclean_election",
+				"Randomized/model_based",
+			},
+		},
+		{
+			broken: "timestamp-ignores-ties",
+			groups: []string{"FirstSegmentForTimestamp", "Randomized"},
+			wantFailed: []string{
+				"FirstSegmentForTimestamp/ties_go_to_the_first_added",
 				"Randomized/model_based",
 			},
 		},
@@ -202,6 +225,34 @@ func (b shadowedLookup) RemoteLogSegmentMetadata(ctx context.Context, tp rs.Topi
 		first, last, carries := rangeOf(s, e)
 		if carries && s.State == rs.CopySegmentFinished && first <= o && o <= last && first < best {
 			got, best = s, first
+		}
+	}
+	return got, true, nil
+}
+
+// epochEndIsHighest answers EpochEndOffset with HighestOffsetForEpoch.
+type epochEndIsHighest struct{ rlmmtest.Manager }
+
+func (b epochEndIsHighest) EpochEndOffset(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
+	return b.Manager.HighestOffsetForEpoch(ctx, tp, e)
+}
+
+// timestampIgnoresTies returns, among the matching segments that start where
+// the right answer starts, the last one added.
+type timestampIgnoresTies struct{ rlmmtest.Manager }
+
+func (b timestampIgnoresTies) FirstSegmentForTimestamp(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, ts, startingOffset int64) (rs.RemoteLogSegmentMetadata, bool, error) {
+	got, ok, err := b.Manager.FirstSegmentForTimestamp(ctx, tp, e, ts, startingOffset)
+	if err != nil || !ok {
+		return got, ok, err
+	}
+	list, err := b.Manager.ListRemoteLogSegmentsByEpoch(ctx, tp, e)
+	if err != nil {
+		return got, ok, nil
+	}
+	for _, s := range list {
+		if s.StartOffset == got.StartOffset && s.State == rs.CopySegmentFinished && s.MaxTimestampMs >= ts && s.EndOffset >= startingOffset {
+			got = s
 		}
 	}
 	return got, true, nil

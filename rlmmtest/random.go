@@ -256,7 +256,7 @@ func (r *randomRun) validSegment(tp rs.TopicIDPartition) rs.RemoteLogSegmentMeta
 		SegmentID:           rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: r.uuid()},
 		StartOffset:         start,
 		EndOffset:           end,
-		MaxTimestampMs:      r.rnd.Int64N(1 << 42),
+		MaxTimestampMs:      r.rnd.Int64N(randomTimestamps) * 1000, // few values: ties, and not monotonic in the offsets
 		BrokerID:            r.rnd.Int32N(10),
 		EventTimestampMs:    r.rnd.Int64N(1 << 42),
 		SegmentSizeInBytes:  r.rnd.Int32N(1 << 20),
@@ -463,11 +463,15 @@ func (r *randomRun) checkAll(full bool) {
 			r.compareByEpoch(tp, e)
 			r.compareHighest(tp, e)
 			r.compareSize(tp, e)
+			r.compareEpochEnd(tp, e)
 			if full {
 				for o := int64(0); o < randomOffsets; o++ {
 					r.compareLookup(tp, e, o)
 				}
 				r.compareNextTxn(tp, e, 0)
+				for ts := int64(-1); ts <= randomTimestamps; ts++ {
+					r.compareFirstForTimestamp(tp, e, ts*1000, r.randomOffset())
+				}
 			}
 		}
 		if !full {
@@ -493,6 +497,8 @@ func (r *randomRun) queryRandomly(tp rs.TopicIDPartition, n int) {
 	r.compareHighest(tp, e)
 	r.compareSize(tp, e)
 	r.compareNextTxn(tp, r.randomEpoch(), r.randomOffset())
+	r.compareEpochEnd(tp, e)
+	r.compareFirstForTimestamp(tp, r.randomEpoch(), r.randomTimestamp(), r.randomOffset())
 }
 
 func (r *randomRun) compareList(tp rs.TopicIDPartition) {

@@ -71,6 +71,8 @@ func Run(t *testing.T, newManager func(t *testing.T, opts ...rs.Option) Manager)
 		{"CaughtUp", s.caughtUp},
 		{"RemoteLogSize", s.remoteLogSize},
 		{"NextSegmentWithTxnIndex", s.nextSegmentWithTxnIndex},
+		{"FirstSegmentForTimestamp", s.firstSegmentForTimestamp},
+		{"EpochEndOffset", s.epochEndOffset},
 		{"DefensiveCopies", s.defensiveCopies},
 		{"Identity", s.identity},
 		{"Options", s.options},
