@@ -102,7 +102,8 @@ func measurePlans(t *testing.T, state planState, scale int) map[string]planCost 
 	_, err = admin.Exec(ctx, `
 ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_segments SET (autovacuum_enabled = false);
-ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);`)
+ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);
+ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 	require.NoError(t, err)
 
 	topicID := uuid.New()
@@ -112,12 +113,12 @@ ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);`)
 		loadPlanData(t, admin, topicID, 0, scale)
 	case analyzedSmallGrown:
 		loadPlanData(t, admin, topicID, 0, 1)
-		_, err = admin.Exec(ctx, "ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs")
+		_, err = admin.Exec(ctx, "ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends")
 		require.NoError(t, err)
 		loadPlanData(t, admin, topicID, 1, scale)
 	case analyzed:
 		loadPlanData(t, admin, topicID, 0, scale)
-		_, err = admin.Exec(ctx, "ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs")
+		_, err = admin.Exec(ctx, "ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends")
 		require.NoError(t, err)
 	}
 
@@ -193,6 +194,13 @@ ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);`)
 		{name: "next segment with txn index", walked: 10, run: func() error {
 			return expectHit(m.NextSegmentWithTxnIndex(ctx, tp, 1, epoch1Start+40))
 		}},
+		{name: "first segment for timestamp, near the start", run: func() error {
+			return expectHit(m.FirstSegmentForTimestamp(ctx, tp, 1, 3, epoch1Start))
+		}},
+		{name: "first segment for timestamp, none", walked: planEpoch1, run: func() error {
+			return expectMiss(m.FirstSegmentForTimestamp(ctx, tp, 1, 1<<40, epoch1Start))
+		}},
+		{name: "epoch end offset", run: func() error { return expectFound(m.EpochEndOffset(ctx, tp, 1)) }},
 		{name: "caught up", run: func() error { _, err := m.CaughtUp(ctx, tp); return err }},
 		{name: "partition delete marked", write: true, run: func() error {
 			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionMarked})
@@ -314,6 +322,16 @@ FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
 WHERE s.topic_id = $1::uuid
 ON CONFLICT DO NOTHING`, topicID)
 	require.NoError(t, err)
+	// The epoch ends, as the COPY_SEGMENT_FINISHED statements raise them.
+	_, err = pool.Exec(ctx, `
+INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset), max(e.segment_end_offset - e.segment_start_offset), max(e.last_version)
+FROM rlmm_segment_epochs e
+WHERE e.topic_id = $1::uuid AND e.finished_version IS NOT NULL
+GROUP BY e.topic_id, e.partition, e.epoch
+ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+SET end_offset = greatest(ee.end_offset, excluded.end_offset), max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span)`, topicID)
+	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `
 UPDATE rlmm_partitions p SET version = (SELECT max(last_version) FROM rlmm_segments s WHERE s.topic_id = p.topic_id AND s.partition = p.partition)
 WHERE p.topic_id = $1::uuid;
@@ -361,6 +379,13 @@ func explainPrepared(t *testing.T, conn *pgx.Conn, planCacheMode, sql string, ar
 		return cost
 	}
 	return cost
+}
+
+func expectFound(_ int64, ok bool, err error) error {
+	if err == nil && !ok {
+		return fmt.Errorf("expected a value, got none")
+	}
+	return err
 }
 
 func expectHit(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {

@@ -83,7 +83,11 @@ WHERE s.segment_id = (
     SELECT e.segment_id
     FROM rlmm_segment_epochs e
     WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-      AND e.state = 1
+      -- The walk must follow rlmm_segment_epochs_list_idx (state IN (0, 1,
+      -- 2)) in its order: "state::integer = 1" keeps the planner from
+      -- proving the predicate of the state = 1 indexes, which, analyzed,
+      -- it preferred, reading the whole epoch and sorting it.
+      AND e.state IN (0, 1, 2) AND e.state::integer = 1
       AND e.segment_start_offset >= ($4::bigint) - (
           SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
           WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)

@@ -21,7 +21,11 @@ WHERE s.segment_id = (
     SELECT e.segment_id
     FROM rlmm_segment_epochs e
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
-      AND e.state = 1
+      -- The walk must follow rlmm_segment_epochs_list_idx (state IN (0, 1,
+      -- 2)) in its order: "state::integer = 1" keeps the planner from
+      -- proving the predicate of the state = 1 indexes, which, analyzed,
+      -- it preferred, reading the whole epoch and sorting it.
+      AND e.state IN (0, 1, 2) AND e.state::integer = 1
       AND e.segment_start_offset >= (@starting_offset::bigint) - (
           SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
           WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer)
