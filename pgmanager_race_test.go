@@ -1,0 +1,72 @@
+package remotestorage_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// When two writers race, the loser's refusal names the state the winner
+// left, not the one the loser's snapshot saw. T1 moves a segment from
+// COPY_SEGMENT_STARTED to DELETE_SEGMENT_STARTED and holds the partition
+// lock; T2 asks for COPY_SEGMENT_FINISHED and waits on it. Once T1
+// commits, T2 must say "DELETE_SEGMENT_STARTED to COPY_SEGMENT_FINISHED".
+func TestRefusalNamesTheStateAfterTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	m, err := rs.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	tp := testTP(0)
+	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+
+	// T1, by hand, as the library's statement would: lock the partition,
+	// move the segment and its epoch rows, bump the version.
+	t1, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer t1.Rollback(context.Background()) //nolint:errcheck // committed below
+	_, err = t1.Exec(ctx, `
+WITH p AS (UPDATE rlmm_partitions SET version = version + 1 WHERE topic_id = $1 AND partition = $2 RETURNING version),
+s AS (UPDATE rlmm_segments SET state = 2, last_version = (SELECT version FROM p) WHERE segment_id = $3 RETURNING 1)
+UPDATE rlmm_segment_epochs SET state = 2, last_version = (SELECT version FROM p) WHERE segment_id = $3`,
+		tp.TopicID, tp.Partition, s.SegmentID.ID)
+	require.NoError(t, err)
+
+	// T2 starts while T1 holds the lock; wait until it is blocked on it.
+	done := make(chan error, 1)
+	go func() { done <- m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SegmentUpdate%'`).Scan(&waiting))
+		if waiting > 0 {
+			break
+		}
+		require.Falsef(t, time.Now().After(deadline), "T2 never waited on the partition lock")
+		select {
+		case err := <-done:
+			t.Fatalf("T2 returned before T1 committed: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	require.NoError(t, t1.Commit(ctx))
+
+	err = <-done
+	require.ErrorIs(t, err, rs.ErrInvalidSegmentTransition)
+	require.Truef(t, strings.Contains(err.Error(), "DELETE_SEGMENT_STARTED to COPY_SEGMENT_FINISHED"), "the refusal names a state the segment has left: %v", err)
+	require.False(t, errors.Is(err, rs.ErrIO))
+}
