@@ -45,6 +45,7 @@ func TestCacheReadsItsOwnWriteAfterTheDeadline(t *testing.T) {
 		cancel()
 	})
 
+	succeeded := 0
 	for i := range 20 {
 		s := segment(tp, int64(i)*100, int64(i)*100+99, map[rs.LeaderEpoch]int64{0: int64(i) * 100})
 		require.NoError(t, a.AddRemoteLogSegmentMetadata(ctx, s))
@@ -53,8 +54,17 @@ func TestCacheReadsItsOwnWriteAfterTheDeadline(t *testing.T) {
 		mu.Lock()
 		cancel = cancelCall
 		mu.Unlock()
-		require.NoError(t, b.UpdateRemoteLogSegmentMetadata(callCtx, update(s, rs.CopySegmentFinished)))
+		err := b.UpdateRemoteLogSegmentMetadata(callCtx, update(s, rs.CopySegmentFinished))
 		cancelCall()
+		if err != nil {
+			// An unrelated catch-up (the listener's first connection asks
+			// for one) ended the context before the statement finished:
+			// the call failed and promised nothing. Only successes count.
+			require.ErrorIs(t, err, context.Canceled)
+			require.NoError(t, b.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		} else {
+			succeeded++
+		}
 
 		got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, int64(i)*100+50)
 		require.NoError(t, err)
@@ -68,6 +78,7 @@ func TestCacheReadsItsOwnWriteAfterTheDeadline(t *testing.T) {
 		require.NoError(t, err)
 		eventually(t, 10*time.Second, "b's follower caught up", func() bool { return b.CachedVersion(tp) == version })
 	}
+	require.GreaterOrEqual(t, succeeded, 10, "too few updates succeeded to say anything")
 }
 
 // A randomized test of the cache's two promises, over several managers:

@@ -209,6 +209,9 @@ func TestCacheCrossBroker(t *testing.T) {
 	topicID := uuid.New()
 	tps := []rs.TopicIDPartition{{TopicID: topicID, Topic: "cross", Partition: 0}, {TopicID: topicID, Topic: "cross", Partition: 1}}
 	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, tps[:1], tps[1:]))
+	for _, tp := range tps {
+		waitLoaded(t, b, tp) // a loading partition answers ErrNotReady, which waitCaughtUp refuses
+	}
 	var ids []rs.RemoteLogSegmentID
 	for step := range 400 {
 		tp := tps[rng.IntN(len(tps))]
