@@ -224,7 +224,7 @@ func (p *memPartition) page(after listKey, limit int, keep func(*memSegment) boo
 	var items []listItem
 	for ; i < len(listed) && len(items) < limit; i++ {
 		if s := listed[i]; keep(s) {
-			items = append(items, listItem{key: memListKey(s), meta: s.meta.clone()})
+			items = append(items, listItem{key: memListKey(s), meta: s.public()})
 		}
 	}
 	return items

@@ -61,7 +61,7 @@ func (m *InMemoryManager) AddRemoteLogSegmentMetadata(ctx context.Context, s Rem
 	}
 	p.version++
 	m.takenIDs[id] = key
-	p.segments[id] = &memSegment{meta: s.clone(), addedVersion: p.version, lastVersion: p.version}
+	p.segments[id] = newMemSegment(s.clone(), p.version, 0, p.version)
 	p.changed()
 	return nil
 }
@@ -95,7 +95,7 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 		s.finishedVersion = p.version
 	}
 	if u.State == CopySegmentFinished {
-		p.raiseEpochEnds(s.meta)
+		p.raiseEpochEnds(s)
 	}
 	s.meta.State = u.State
 	s.meta.BrokerID = u.BrokerID
@@ -144,7 +144,7 @@ func (m *InMemoryManager) RemoteLogSegmentMetadata(ctx context.Context, tp Topic
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if s := m.partitions[keyOf(tp)].lookup(epoch, offset); s != nil {
-		return s.meta.clone(), true, nil
+		return s.public(), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }
@@ -205,7 +205,7 @@ func (m *InMemoryManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicI
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if s := m.partitions[keyOf(tp)].nextWithTxnIndex(epoch, offset); s != nil {
-		return s.meta.clone(), true, nil
+		return s.public(), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }

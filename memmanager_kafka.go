@@ -14,7 +14,7 @@ func (m *InMemoryManager) FirstSegmentForTimestamp(ctx context.Context, tp Topic
 		return RemoteLogSegmentMetadata{}, false, nil
 	}
 	if s := p.firstForTimestamp(epoch, timestampMs, startingOffset); s != nil {
-		return s.meta.clone(), true, nil
+		return s.public(), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }

@@ -29,10 +29,63 @@ type memPartition struct {
 }
 
 type memSegment struct {
+	// meta without its SegmentLeaderEpochs map (nil): the epochs live in
+	// epochs, sorted by epoch. A Go map costs about 200 bytes even for one
+	// entry; the slice costs 16 per epoch. public() rebuilds the map.
 	meta            RemoteLogSegmentMetadata
+	epochs          []epochStart
 	addedVersion    int64
 	finishedVersion int64 // partition version of the first COPY_SEGMENT_FINISHED; 0: never finished
 	lastVersion     int64 // partition version of the latest write to the segment
+}
+
+// epochStart is one entry of a segment's epoch map.
+type epochStart struct {
+	epoch LeaderEpoch
+	start int64
+}
+
+// newMemSegment stores meta (which it takes over: pass a copy the caller
+// keeps no reference to) with its epoch map compacted.
+func newMemSegment(meta RemoteLogSegmentMetadata, addedVersion, finishedVersion, lastVersion int64) *memSegment {
+	s := &memSegment{meta: meta, addedVersion: addedVersion, finishedVersion: finishedVersion, lastVersion: lastVersion}
+	s.epochs = make([]epochStart, 0, len(meta.SegmentLeaderEpochs))
+	for _, e := range meta.sortedEpochs() {
+		s.epochs = append(s.epochs, epochStart{epoch: e, start: meta.SegmentLeaderEpochs[e]})
+	}
+	s.meta.SegmentLeaderEpochs = nil
+	return s
+}
+
+// public returns a copy of the segment as callers see it, epoch map included.
+func (s *memSegment) public() RemoteLogSegmentMetadata {
+	m := s.meta.clone()
+	m.SegmentLeaderEpochs = make(map[LeaderEpoch]int64, len(s.epochs))
+	for _, e := range s.epochs {
+		m.SegmentLeaderEpochs[e.epoch] = e.start
+	}
+	return m
+}
+
+// carries reports whether the segment carries epoch.
+func (s *memSegment) carries(epoch LeaderEpoch) bool {
+	for _, e := range s.epochs {
+		if e.epoch == epoch {
+			return true
+		}
+	}
+	return false
+}
+
+// epochRanges yields the range [first, last] of each epoch of the segment.
+func (s *memSegment) epochRanges(yield func(epoch LeaderEpoch, first, last int64)) {
+	for i, e := range s.epochs {
+		last := s.meta.EndOffset
+		if i+1 < len(s.epochs) {
+			last = s.epochs[i+1].start - 1
+		}
+		yield(e.epoch, e.start, last)
+	}
 }
 
 // partitionIndex is an immutable view of a partition built for queries.
@@ -66,7 +119,19 @@ func (p *memPartition) currentIndex() *partitionIndex {
 	if p.index != nil {
 		return p.index
 	}
-	idx := &partitionIndex{finished: make(map[LeaderEpoch][]epochRange)}
+	// Sized exactly, so the index holds no spare capacity: count first.
+	counts := make(map[LeaderEpoch]int)
+	for _, s := range p.segments {
+		if s.meta.State == CopySegmentFinished {
+			for _, e := range s.epochs {
+				counts[e.epoch]++
+			}
+		}
+	}
+	idx := &partitionIndex{listed: make([]*memSegment, 0, len(p.segments)), finished: make(map[LeaderEpoch][]epochRange, len(counts))}
+	for e, n := range counts {
+		idx.finished[e] = make([]epochRange, 0, n)
+	}
 	for _, s := range p.segments {
 		if s.meta.State == DeleteSegmentFinished {
 			continue
@@ -75,11 +140,10 @@ func (p *memPartition) currentIndex() *partitionIndex {
 		if s.meta.State != CopySegmentFinished {
 			continue
 		}
-		for e := range s.meta.SegmentLeaderEpochs {
-			first, last, _ := s.meta.epochRange(e)
+		s.epochRanges(func(e LeaderEpoch, first, last int64) {
 			idx.finished[e] = append(idx.finished[e], epochRange{first: first, last: last, segment: s})
 			idx.maxSpan = max(idx.maxSpan, last-first)
-		}
+		})
 	}
 	slices.SortFunc(idx.listed, func(a, b *memSegment) int {
 		return cmp.Or(cmp.Compare(a.meta.StartOffset, b.meta.StartOffset), cmp.Compare(a.addedVersion, b.addedVersion))
@@ -132,7 +196,7 @@ func (p *memPartition) list(keep func(*memSegment) bool) []RemoteLogSegmentMetad
 	var out []RemoteLogSegmentMetadata
 	for _, s := range p.currentIndex().listed {
 		if keep(s) {
-			out = append(out, s.meta.clone())
+			out = append(out, s.public())
 		}
 	}
 	return out
@@ -140,8 +204,7 @@ func (p *memPartition) list(keep func(*memSegment) bool) []RemoteLogSegmentMetad
 
 func carries(epoch LeaderEpoch) func(*memSegment) bool {
 	return func(s *memSegment) bool {
-		_, ok := s.meta.SegmentLeaderEpochs[epoch]
-		return ok
+		return s.carries(epoch)
 	}
 }
 

@@ -11,7 +11,7 @@ func (p *memPartition) firstForTimestamp(epoch LeaderEpoch, timestampMs, startin
 		if s.meta.State != CopySegmentFinished || s.meta.EndOffset < startingOffset || s.meta.MaxTimestampMs < timestampMs {
 			continue
 		}
-		if _, ok := s.meta.SegmentLeaderEpochs[epoch]; ok {
+		if s.carries(epoch) {
 			return s
 		}
 	}
@@ -19,13 +19,10 @@ func (p *memPartition) firstForTimestamp(epoch LeaderEpoch, timestampMs, startin
 }
 
 // raiseEpochEnds raises the partition's epoch high-water marks to the ends of
-// the epoch ranges of m, a segment reaching COPY_SEGMENT_FINISHED. Nothing
+// the epoch ranges of s, a segment reaching COPY_SEGMENT_FINISHED. Nothing
 // lowers them; DELETE_PARTITION_FINISHED hides them (epochEnd).
-func (p *memPartition) raiseEpochEnds(m RemoteLogSegmentMetadata) {
-	for e := range m.SegmentLeaderEpochs {
-		_, last, _ := m.epochRange(e)
-		p.raiseEpochEnd(e, last)
-	}
+func (p *memPartition) raiseEpochEnds(s *memSegment) {
+	s.epochRanges(func(e LeaderEpoch, _, last int64) { p.raiseEpochEnd(e, last) })
 }
 
 // raiseEpochEnd raises epoch's high-water mark to end.

@@ -1,8 +1,10 @@
 package remotestorage
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,12 +319,18 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 }
 
 func memSegmentFromRow(r db.RlmmSegment) *memSegment {
-	return &memSegment{
-		meta:            segmentFromRow(r),
-		addedVersion:    r.AddedVersion,
-		finishedVersion: r.FinishedVersion.Int64,
-		lastVersion:     r.LastVersion,
+	// The epoch map is built straight into the compact form: a load of
+	// many segments allocates no map per segment.
+	epochs, starts := r.Epochs, r.EpochStartOffsets
+	r.Epochs, r.EpochStartOffsets = nil, nil
+	s := &memSegment{meta: segmentFromRow(r), addedVersion: r.AddedVersion, finishedVersion: r.FinishedVersion.Int64, lastVersion: r.LastVersion}
+	s.meta.SegmentLeaderEpochs = nil
+	s.epochs = make([]epochStart, len(epochs))
+	for i, e := range epochs {
+		s.epochs[i] = epochStart{epoch: LeaderEpoch(e), start: starts[i]}
 	}
+	slices.SortFunc(s.epochs, func(a, b epochStart) int { return cmp.Compare(a.epoch, b.epoch) })
+	return s
 }
 
 // applied records a write this manager made to the partition at version,

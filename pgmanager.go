@@ -118,7 +118,7 @@ func (m *PgManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPa
 func (m *PgManager) segmentFromCache(tp TopicIDPartition, query func(p *memPartition) *memSegment) (seg RemoteLogSegmentMetadata, found, served bool, err error) {
 	served, err = m.fromCache(tp, func(p *memPartition) {
 		if s := query(p); s != nil {
-			seg, found = s.meta.clone(), true
+			seg, found = s.public(), true
 		}
 	})
 	return seg, found, served, err
@@ -174,7 +174,7 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 	switch {
 	case err == nil:
 		m.committed(s.SegmentID.TopicIDPartition, version, func(p *memPartition) {
-			p.put(&memSegment{meta: s.clone(), addedVersion: version, lastVersion: version})
+			p.put(newMemSegment(s.clone(), version, 0, version))
 		})
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
@@ -213,7 +213,7 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 		m.committed(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) {
 			p.put(s)
 			if u.State == CopySegmentFinished {
-				p.raiseEpochEnds(s.meta) // as SegmentUpdate's epoch_ends CTE
+				p.raiseEpochEnds(s) // as SegmentUpdate's epoch_ends CTE
 			}
 		})
 		return nil
