@@ -1,6 +1,7 @@
 package remotestorage_test
 
 import (
+	"io/fs"
 	"sync"
 	"testing"
 
@@ -40,8 +41,10 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	require.NoError(t, pool.QueryRow(t.Context(),
 		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
 	require.Equal(t, rs.SchemaVersion, latest)
-	require.Equal(t, rs.SchemaVersion, applied, "each migration applied exactly once")
-	_, err := rs.NewPgManager(t.Context(), pool)
+	files, err := fs.Glob(migrations.FS(), "*.sql")
+	require.NoError(t, err)
+	require.EqualValues(t, len(files), applied, "each migration applied exactly once (version numbers may have gaps)")
+	_, err = rs.NewPgManager(t.Context(), pool)
 	require.NoError(t, err)
 }
 
