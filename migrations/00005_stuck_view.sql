@@ -10,6 +10,9 @@
 
 -- Only the in-flight rows are in these indexes: a query over the view reads
 -- O(stuck rows), not O(segments), however many finished segments there are.
+-- Measured (EXPLAIN (ANALYZE, BUFFERS), 100,000 finished segments, 3 stuck):
+-- 4 index buffers, 0.16 ms with the index; a seq scan of 2,703 buffers,
+-- 116 ms without.
 CREATE INDEX rlmm_segments_in_flight_idx ON rlmm_segments (updated_at)
     WHERE state IN (0, 2);
 CREATE INDEX rlmm_partitions_deleting_idx ON rlmm_partitions (updated_at)
