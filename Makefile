@@ -19,8 +19,12 @@ help: ## List the targets.
 demo: pg-user ## Run the demo workload (a throwaway PostgreSQL unless DATABASE_URL is set).
 	$(GO) run ./cmd/rlmmctl demo
 
+.PHONY: test-deps-chromium
+test-deps-chromium: # The plot test renders SVG with headless chromium (Debian's package); it fails without it.
+	@if [ ! -x /usr/bin/chromium ]; then apt-get install -y chromium; fi
+
 .PHONY: test
-test: pg-user ## Run every test with the race detector (provisions its own PostgreSQL).
+test: pg-user test-deps-chromium ## Run every test with the race detector (provisions its own PostgreSQL).
 	$(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: fuzz

@@ -264,3 +264,35 @@ type RlmmSegmentsV struct {
 	// Segment state code, as stored (rlmm_segment_states).
 	StateCode int16
 }
+
+// Work in flight, for finding what a crashed or stuck broker left behind: segments in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED (not forgotten) and partitions in DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED. The threshold is the caller's: WHERE age > interval '1 hour'. Age is on the database clock (updated_at, reset by every write, manual repairs included), event_time is the broker's clock. rlmmctl stuck and the rlmm_stuck_* gauges read it.
+type RlmmStuckV struct {
+	// segment or partition.
+	Kind string
+	// Topic name.
+	Topic string
+	// Partition number.
+	Partition int32
+	// The segment (rlmm_segments_v.segment_id); NULL for a partition.
+	SegmentID uuid.UUID
+	// State name: COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED for a segment, DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED for a partition.
+	State string
+	// Broker that wrote the latest state: the one that crashed or got stuck.
+	BrokerID int32
+	// Database time of the last write to the row (updated_at; for a partition, a delete record or any write to its segments): when the work last made progress.
+	Since pgtype.Timestamptz
+	// now() - since, on the database clock: how long the work has made no progress. Filter on it for the threshold.
+	Age pgtype.Interval
+	// Event time of the latest state on the broker's clock (event_timestamp_ms, delete_event_timestamp_ms); compare with since to spot a skewed broker clock.
+	EventTime pgtype.Timestamptz
+	// First offset of the segment; NULL for a partition.
+	StartOffset int64
+	// Last offset of the segment (inclusive); NULL for a partition.
+	EndOffset int64
+	// Segment size in remote storage, in bytes: what may leak; NULL for a partition.
+	SizeBytes int64
+	// Topic id (UUID).
+	TopicID uuid.UUID
+	// State code, as stored (rlmm_segment_states or rlmm_partition_delete_states, by kind).
+	StateCode int16
+}

@@ -186,6 +186,7 @@ kafka-topics --describe prints them, e.g. b9Yw3cT7RIWqrVNH8pz5Ug).
 		a.purgeCommand(),
 		a.demoCommand(),
 		a.rolesCommand(),
+		a.stuckCommand(),
 	)
 	a.addRepairCommands(root) // segments set-state, partitions set-delete-state
 	return root

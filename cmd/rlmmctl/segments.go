@@ -24,7 +24,7 @@ import (
 func (a *app) segmentsCommand() *cobra.Command {
 	cmd := groupCommand("segments", "List the segments of a partition, or show one segment",
 		"List the segments of a partition as brokers see them, or show one segment by id.")
-	cmd.AddCommand(a.segmentsListCommand(), a.segmentsGetCommand())
+	cmd.AddCommand(a.segmentsListCommand(), a.segmentsGetCommand(), a.segmentsPlotCommand())
 	return cmd
 }
 

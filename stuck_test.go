@@ -1,0 +1,140 @@
+package remotestorage_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+func TestStuckWork(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	seedDBAData(t, pool) // orders-0: a copy at 4000 and a delete at 5000 aged 2h; payments-0 MARKED just now
+	ctx := t.Context()
+
+	r, err := rs.StuckWork(ctx, pool, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, r.Items, 2, "%+v", r.Items)
+	require.Equal(t, 2, r.Segments())
+	require.Zero(t, r.Partitions(), "payments-0 was marked just now")
+	byState := map[string]rs.StuckItem{}
+	for _, it := range r.Items {
+		require.Equal(t, rs.StuckSegment, it.Kind)
+		require.Equal(t, "orders", it.Partition.Topic)
+		require.NotEqual(t, uuid.Nil, it.SegmentID)
+		require.GreaterOrEqual(t, it.Age, 2*time.Hour-time.Minute)
+		require.Less(t, it.Age, 3*time.Hour)
+		require.WithinDuration(t, time.Now(), it.EventTime, time.Hour, "the broker's clock: the event was just now")
+		byState[it.State] = it
+	}
+	copyStuck, deleteStuck := byState["COPY_SEGMENT_STARTED"], byState["DELETE_SEGMENT_STARTED"]
+	require.EqualValues(t, 4000, copyStuck.StartOffset)
+	require.EqualValues(t, 4999, copyStuck.EndOffset)
+	require.EqualValues(t, 1400, copyStuck.SizeBytes)
+	require.EqualValues(t, 1, copyStuck.BrokerID, "the broker that started the copy")
+	require.EqualValues(t, 5000, deleteStuck.StartOffset)
+	require.EqualValues(t, 2, deleteStuck.BrokerID, "the broker that started the delete")
+
+	// Nothing is older than 3 hours; everything in flight is older than 0.
+	r, err = rs.StuckWork(ctx, pool, 3*time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, r.Items)
+	r, err = rs.StuckWork(ctx, pool, 0)
+	require.NoError(t, err)
+	require.Equal(t, 2, r.Segments())
+	require.Equal(t, 1, r.Partitions())
+	var part rs.StuckItem
+	for _, it := range r.Items {
+		if it.Kind == rs.StuckPartition {
+			part = it
+		}
+	}
+	require.Equal(t, "payments", part.Partition.Topic)
+	require.Equal(t, "DELETE_PARTITION_MARKED", part.State)
+	require.EqualValues(t, 3, part.BrokerID)
+	require.Equal(t, uuid.Nil, part.SegmentID)
+
+	// A manual repair is a write: the guard stamps updated_at, the clock restarts.
+	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET state = 3 WHERE segment_id = $1`, deleteStuck.SegmentID)
+	require.NoError(t, err)
+	r, err = rs.StuckWork(ctx, pool, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, r.Items, 1)
+	require.Equal(t, copyStuck.SegmentID, r.Items[0].SegmentID)
+
+	// The segments of a partition whose delete finished are forgotten, not stuck.
+	m, err := rs.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	defer m.Close()
+	gone := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "gone", Partition: 0}
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadata{
+		SegmentID: rs.RemoteLogSegmentID{TopicIDPartition: gone, ID: uuid.New()}, StartOffset: 0, EndOffset: 9,
+		BrokerID: 7, EventTimestampMs: time.Now().UnixMilli(), State: rs.CopySegmentStarted,
+		SegmentLeaderEpochs: map[rs.LeaderEpoch]int64{0: 0}, TxnIndexEmpty: true}))
+	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
+			TopicIDPartition: gone, State: st, BrokerID: 7, EventTimestampMs: time.Now().UnixMilli()}))
+	}
+	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '2 hours' WHERE topic = 'gone'`)
+	require.NoError(t, err)
+	r, err = rs.StuckWork(ctx, pool, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, r.Items, 1, "%+v", r.Items)
+
+	_, err = rs.StuckWork(ctx, pool, -time.Second)
+	require.ErrorContains(t, err, "negative")
+}
+
+func TestStuckCollector(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	seedDBAData(t, pool)
+	_, err := pool.Exec(t.Context(), `UPDATE rlmm_partitions SET updated_at = now() - interval '2 hours' WHERE topic = 'payments'`)
+	require.NoError(t, err)
+
+	c, err := rs.NewStuckCollector(pool, time.Hour, rs.WithStuckConstLabels(prometheus.Labels{"cluster": "test"}))
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP rlmm_stuck_partitions Partitions in DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED with no write for longer than the collector's threshold (rlmm_stuck_v).
+# TYPE rlmm_stuck_partitions gauge
+rlmm_stuck_partitions{cluster="test",state="DELETE_PARTITION_MARKED"} 1
+rlmm_stuck_partitions{cluster="test",state="DELETE_PARTITION_STARTED"} 0
+# HELP rlmm_stuck_segments Segments in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED with no write for longer than the collector's threshold (rlmm_stuck_v).
+# TYPE rlmm_stuck_segments gauge
+rlmm_stuck_segments{cluster="test",state="COPY_SEGMENT_STARTED"} 1
+rlmm_stuck_segments{cluster="test",state="DELETE_SEGMENT_STARTED"} 1
+`)))
+
+	// Computed on scrape: a repair shows at the next one.
+	_, err = pool.Exec(t.Context(), `UPDATE rlmm_segments SET state = 1 WHERE state = 0 AND topic = 'orders'`)
+	require.NoError(t, err)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP rlmm_stuck_segments Segments in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED with no write for longer than the collector's threshold (rlmm_stuck_v).
+# TYPE rlmm_stuck_segments gauge
+rlmm_stuck_segments{cluster="test",state="COPY_SEGMENT_STARTED"} 0
+rlmm_stuck_segments{cluster="test",state="DELETE_SEGMENT_STARTED"} 1
+`), "rlmm_stuck_segments"))
+
+	// A failing store fails the scrape instead of reporting 0.
+	closed := pgtest.NewPool(t)
+	closed.Close()
+	bad, err := rs.NewStuckCollector(closed, time.Hour, rs.WithStuckScrapeTimeout(time.Second))
+	require.NoError(t, err)
+	reg = prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(bad))
+	_, err = reg.Gather()
+	require.ErrorContains(t, err, rs.ErrIO.Error(), "prometheus joins the collect errors without Unwrap")
+
+	_, err = rs.NewStuckCollector(pool, -time.Minute)
+	require.ErrorContains(t, err, "negative")
+}
