@@ -19,9 +19,15 @@ var SchemaVersion = migrations.Latest()
 
 // Migrate applies the embedded goose migrations to the database (in the
 // first schema of the connection's search_path). It is idempotent, and
-// concurrent calls from several brokers serialise on an advisory lock.
+// concurrent calls from several brokers serialise on goose's table-based
+// lock (a row of rlmm_goose_lock with a lease), which also works behind a
+// transaction pooler such as PgBouncer in transaction mode.
+//
+// It opens connections of its own with the pool's connection settings
+// (goose holds one while its lock needs others), and closes them before it
+// returns, so a busy or small pool cannot deadlock it.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	sqlDB := stdlib.OpenDBFromPool(pool)
+	sqlDB := stdlib.OpenDB(*pool.Config().ConnConfig.Copy())
 	defer sqlDB.Close()
 	if err := migrations.Up(ctx, sqlDB); err != nil {
 		return ioError(ctx, err, "migrate")
