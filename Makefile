@@ -20,7 +20,7 @@ demo: pg-user ## Run the demo workload (a throwaway PostgreSQL unless DATABASE_U
 	$(GO) run ./cmd/rlmmctl demo
 
 .PHONY: test
-test: pg-user ## Run every test with the race detector (provisions its own PostgreSQL).
+test: pg-user test-deps ## Run every test with the race detector (provisions its own PostgreSQL).
 	$(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: fuzz
@@ -48,6 +48,14 @@ generate: $(SQLC) ## Regenerate db/ from queries/ and migrations/ with sqlc.
 .PHONY: check-generated
 check-generated: $(SQLC) ## Fail when db/ differs from what sqlc generates.
 	$(SQLC) diff
+
+.PHONY: test-deps
+test-deps: # The tests run a real PgBouncer (Debian's package): install it when missing.
+	@if [ ! -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then \
+		echo "installing pgbouncer (apt-get)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq pgbouncer >/dev/null; \
+	fi
 
 .PHONY: pg-user
 pg-user: # PostgreSQL refuses to run as root: make sure the unprivileged user exists.

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -192,6 +193,8 @@ type options struct {
 	readReplica            *pgxpool.Pool // PgManager only: where queries go
 	cache                  bool          // PgManager only: keep consumed partitions in memory
 	logger                 *slog.Logger  // WithLogger; nil: none
+
+	listenerConnConfig *pgx.ConnConfig // PgManager cache only: WithListenerConnConfig; nil: the pool's
 }
 
 // DefaultMaxCustomMetadataBytes is the custom metadata limit when
