@@ -60,6 +60,10 @@ type Options struct {
 	// BinDir is the directory holding initdb, pg_ctl and postgres.
 	// Empty means [FindBinDir].
 	BinDir string
+	// TLSCert and TLSKey, PEM, turn on TLS (ssl=on) with this server
+	// certificate and key (see [CA]). Clients may still connect without
+	// TLS; sslmode=verify-full makes them insist and check the certificate.
+	TLSCert, TLSKey []byte
 }
 
 // ShutdownMode is a pg_ctl stop mode.
@@ -185,6 +189,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: %w", err)
+	}
+
+	if opts.TLSCert != nil {
+		if opts.ExtraConf, err = c.writeTLS(opts); err != nil {
+			return nil, err
+		}
 	}
 
 	// A free TCP port can be taken by someone else before the server binds
@@ -360,6 +370,22 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// writeTLS writes the server certificate and key into the data directory
+// (the key readable by the server user only, as PostgreSQL demands) and
+// returns opts.ExtraConf with the settings that use them.
+func (c *Cluster) writeTLS(opts Options) (map[string]string, error) {
+	cert, key := filepath.Join(c.dataDir, "server.crt"), filepath.Join(c.dataDir, "server.key")
+	if err := c.writeFile(cert, string(opts.TLSCert)); err != nil {
+		return nil, err
+	}
+	if err := c.writeFile(key, string(opts.TLSKey)); err != nil {
+		return nil, err
+	}
+	conf := map[string]string{"ssl": "on", "ssl_cert_file": cert, "ssl_key_file": key}
+	maps.Copy(conf, opts.ExtraConf)
+	return conf, nil
 }
 
 // conf renders pgcluster.conf: listen settings, defaults, then extra.
