@@ -103,6 +103,7 @@ type Cluster struct {
 	port      int
 	tcp       bool
 	cred      *syscall.Credential // nil: run as the current user
+	extraConf map[string]string   // Options.ExtraConf, for rewriting pgcluster.conf
 
 	mu       sync.Mutex
 	removed  bool
@@ -205,6 +206,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 				return nil, err
 			}
 		}
+		c.extraConf = opts.ExtraConf
 		if err := c.writeFile(filepath.Join(c.dataDir, "pgcluster.conf"), c.conf(opts.ExtraConf)); err != nil {
 			return nil, err
 		}
