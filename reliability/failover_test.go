@@ -26,8 +26,13 @@ import (
 // from several brokers, the primary killed (pg_ctl stop -m immediate) and
 // the standby promoted. RELIABILITY.md reports the figures these log.
 //
-// With synchronous replication no acknowledged write is lost. With
-// asynchronous replication the test measures what is lost.
+// With synchronous replication no acknowledged write is lost, and caches
+// stay honest. With asynchronous replication the test cuts the standby off
+// before the failover and measures what is lost: every write acknowledged
+// meanwhile. Partition versions then go back on the new primary, so a
+// cache that held the lost writes may say CaughtUp while it differs from
+// the database (logged, not asserted: the runbook says to restart the
+// brokers' caches after an asynchronous failover).
 
 func TestFailoverSynchronous(t *testing.T) { failover(t, true) }
 
@@ -79,8 +84,11 @@ func failover(t *testing.T, synchronous bool) {
 		ExtraConf: map[string]string{"wal_log_hints": "on", "wal_keep_size": "256MB", "cluster_name": "node2", "synchronous_commit": "on"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, standby.Stop()) })
+	var cut *proxy // async: the standby streams through it, so the test can cut it off
 	if synchronous {
 		requireSyncStandby(t, ctx, primary, "node2")
+	} else {
+		cut = streamThroughProxy(t, ctx, primary, standby)
 	}
 	dsn := fmt.Sprintf("postgres://postgres@%s,%s/postgres?target_session_attrs=read-write&sslmode=disable&connect_timeout=2",
 		primary.TCPAddr(), standby.TCPAddr())
@@ -249,6 +257,16 @@ func failover(t *testing.T, synchronous bool) {
 	case <-ctx.Done():
 		t.Fatal("the brokers did not acknowledge enough writes before the failover")
 	}
+	var ackedWhileCut int64
+	if cut != nil {
+		// The standby falls behind: cut off from the primary, it receives
+		// nothing more, while the asynchronous primary keeps acknowledging.
+		cut.setDown(true)
+		at := totalAcks.Load()
+		require.Eventually(t, func() bool { return totalAcks.Load() >= at+50 }, 30*time.Second, time.Millisecond,
+			"the primary acknowledges writes while the standby is cut off")
+		ackedWhileCut = totalAcks.Load() - at
+	}
 	killedAt := time.Now()
 	require.NoError(t, primary.Shutdown(ctx, pgcluster.Immediate))
 	require.NoError(t, standby.Promote(ctx))
@@ -334,11 +352,14 @@ func failover(t *testing.T, synchronous bool) {
 	t.Logf("%s replication: %d writes acknowledged (%d after the promotion), %d lost; %d ambiguous (OutcomeUnknown), %d of them applied, resolved by reading back; writes resumed %v after the promotion (per broker: %v)",
 		mode, acked, ackedAfter, lost, ambiguous, ambiguousApplied, resume[0].Round(time.Millisecond), roundAll(resume))
 	honest.Lock()
-	t.Logf("cache: CaughtUp true %d times before and %d after the promotion, never without an acknowledged write: %v",
-		honest.trueBefore, honest.trueAfter, len(honest.problems) == 0)
+	t.Logf("cache: CaughtUp true %d times before and %d after the promotion; %d times without an acknowledged write %v",
+		honest.trueBefore, honest.trueAfter, len(honest.problems), honest.problems[:min(2, len(honest.problems))])
 	if synchronous {
 		require.Zero(t, lost, "acknowledged writes lost: %v", lostIDs)
 		require.Empty(t, honest.problems)
+	} else {
+		t.Logf("asynchronous: the standby was cut off while %d writes were acknowledged; %d acknowledged segments lost or in an older state on the new primary", ackedWhileCut, lost)
+		require.Positive(t, lost, "writes acknowledged while the asynchronous standby was cut off cannot be on it")
 	}
 	honest.Unlock()
 	require.Zero(t, refusedApplied, "a write refused with OutcomeUnknown false was applied")
@@ -421,6 +442,31 @@ func fenceOldPrimary(t *testing.T, ctx context.Context, old, newPrimary *pgclust
 		err := oldConn.QueryRow(ctx, "SELECT count(*) FROM rlmm_segments WHERE segment_id = $1", s.SegmentID.ID).Scan(&n)
 		return err == nil && n == 1
 	}, 10*time.Second, 10*time.Millisecond, "the fenced old primary replicates from the new one")
+}
+
+// streamThroughProxy makes the standby stream from the primary through a
+// proxy the test can take down, and waits until it streams through it.
+func streamThroughProxy(t *testing.T, ctx context.Context, primary, standby *pgcluster.Cluster) *proxy {
+	t.Helper()
+	p, viaProxy := startProxy(t, primary.TCPURL("postgres"))
+	cfg, err := pgx.ParseConfig(viaProxy)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, standby.URL("postgres"))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, fmt.Sprintf("ALTER SYSTEM SET primary_conninfo = 'host=%s port=%d user=postgres'", cfg.Host, cfg.Port))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "SELECT pg_reload_conf()")
+	require.NoError(t, err)
+	pconn, err := pgx.Connect(ctx, primary.URL("postgres"))
+	require.NoError(t, err)
+	defer pconn.Close(context.Background())
+	require.Eventually(t, func() bool {
+		var n int
+		err := pconn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE client_addr IS NOT NULL AND state = 'streaming'").Scan(&n)
+		return err == nil && n == 1
+	}, 30*time.Second, 10*time.Millisecond, "the standby streams through the proxy; pg_stat_replication: %s", replicationState(ctx, pconn))
+	return p
 }
 
 // requireSyncStandby names standby (its cluster_name) in the primary's
