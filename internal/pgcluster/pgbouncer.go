@@ -82,6 +82,9 @@ func StartBouncer(ctx context.Context, opts BouncerOptions) (_ *Bouncer, err err
 			return nil, err
 		}
 	}
+	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return nil, fmt.Errorf("pgcluster: pgbouncer binary %s is missing or not executable; install it: make test-deps, or apt-get install -y pgbouncer", bin)
+	}
 	if opts.PoolMode == "" {
 		opts.PoolMode = "transaction"
 	}
@@ -115,11 +118,13 @@ func StartBouncer(ctx context.Context, opts BouncerOptions) (_ *Bouncer, err err
 		return nil, err
 	}
 
-	// The shell reads until EOF (Stop, or our death), then stops pgbouncer
-	// with SIGTERM (immediate shutdown) and waits for it.
-	script := `"$0" "$1" </dev/null & pid=$!
-cat >/dev/null
-kill -TERM "$pid" 2>/dev/null
+	// The shell exits with pgbouncer; a subshell reads our pipe until EOF
+	// (Stop, or our death), then stops pgbouncer with SIGTERM (immediate
+	// shutdown). (A background list's stdin is /dev/null unless redirected:
+	// hence fd 3.)
+	script := `exec 3<&0
+"$0" "$1" </dev/null & pid=$!
+(cat <&3 >/dev/null; kill -TERM "$pid" 2>/dev/null) &
 wait "$pid"`
 	cmd := exec.Command("sh", "-c", script, bin, ini)
 	cmd.Dir = dir
