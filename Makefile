@@ -24,7 +24,7 @@ test-deps-chromium: # The plot test renders SVG with headless chromium (Debian's
 	@if [ ! -x /usr/bin/chromium ]; then apt-get install -y chromium; fi
 
 .PHONY: test
-test: pg-user test-deps-chromium ## Run every test with the race detector (provisions its own PostgreSQL).
+test: pg-user test-deps test-deps-chromium ## Run every test with the race detector (provisions its own PostgreSQL; installs pgbouncer and chromium when missing).
 	$(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: fuzz
@@ -52,6 +52,14 @@ generate: $(SQLC) ## Regenerate db/ from queries/ and migrations/ with sqlc.
 .PHONY: check-generated
 check-generated: $(SQLC) ## Fail when db/ differs from what sqlc generates.
 	$(SQLC) diff
+
+.PHONY: test-deps
+test-deps: # The tests run a real PgBouncer (Debian's package): install it when missing.
+	@if [ ! -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then \
+		echo "installing pgbouncer (apt-get)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq pgbouncer >/dev/null; \
+	fi
 
 .PHONY: pg-user
 pg-user: # PostgreSQL refuses to run as root: make sure the unprivileged user exists.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -211,6 +212,8 @@ type options struct {
 	logger                 *slog.Logger  // WithLogger; nil: none
 	cachePoll              time.Duration // WithCachePollInterval
 	cachePollSet           bool
+
+	listenerConnConfig *pgx.ConnConfig // PgManager cache only: WithListenerConnConfig; nil: the pool's
 }
 
 // DefaultMaxCustomMetadataBytes is the custom metadata limit when

@@ -398,7 +398,7 @@ func (c *pgCache) listen() {
 }
 
 func (c *pgCache) listenOnce() error {
-	conn, err := pgx.ConnectConfig(c.ctx, c.m.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(c.ctx, c.listenerConnConfig())
 	if err != nil {
 		return err
 	}

@@ -193,14 +193,17 @@ func TestCacheReadsYourWritesWithoutRoundTrips(t *testing.T) {
 // answers equal the model's.
 func TestCacheCrossBroker(t *testing.T) {
 	t.Parallel()
+	testCacheCrossBroker(t, pgtest.NewDatabase(t))
+}
+
+func testCacheCrossBroker(t *testing.T, dsn string, opts ...rs.Option) {
 	ctx := t.Context()
-	dsn := pgtest.NewDatabase(t)
 	poolA, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(poolA.Close)
 	a, err := rs.NewPgManager(ctx, poolA)
 	require.NoError(t, err)
-	b := newCachedManager(t, dsn)
+	b := newCachedManager(t, dsn, opts...)
 	model := rlmmtest.NewModel(rs.DefaultMaxCustomMetadataBytes)
 
 	seed := rand.Uint64()

@@ -12,11 +12,20 @@ import (
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
-// brokers returns n managers, each over its own pool, sharing one database,
-// and a pool for reading the tables directly.
+// brokersFunc returns n managers, each over its own pool, sharing one
+// database, and a pool for reading the tables. The races run with managers
+// straight on the server (brokers) and through PgBouncer (pgbouncer_test.go).
+type brokersFunc func(t *testing.T, n int) ([]*rs.PgManager, *pgxpool.Pool)
+
+// brokers is a brokersFunc on a new database of the test server.
 func brokers(t *testing.T, n int) ([]*rs.PgManager, *pgxpool.Pool) {
 	t.Helper()
-	dsn := pgtest.NewDatabase(t)
+	return brokersOn(t, pgtest.NewDatabase(t), n)
+}
+
+// brokersOn is a brokersFunc on dsn.
+func brokersOn(t *testing.T, dsn string, n int) ([]*rs.PgManager, *pgxpool.Pool) {
+	t.Helper()
 	var managers []*rs.PgManager
 	var admin *pgxpool.Pool
 	for i := 0; i <= n; i++ {
@@ -47,6 +56,10 @@ func partitionVersion(t *testing.T, admin *pgxpool.Pool, tp rs.TopicIDPartition)
 // an order every list agrees on, and each bumped the version exactly once.
 func TestBrokersConcurrentAdds(t *testing.T) {
 	t.Parallel()
+	testBrokersConcurrentAdds(t, brokers)
+}
+
+func testBrokersConcurrentAdds(t *testing.T, brokers brokersFunc) {
 	ctx := t.Context()
 	managers, admin := brokers(t, 8)
 	tp := testTP(0)
@@ -87,6 +100,10 @@ func TestBrokersConcurrentAdds(t *testing.T) {
 // update wrote anything and no accepted one was lost.
 func TestBrokersRacingTransitions(t *testing.T) {
 	t.Parallel()
+	testBrokersRacingTransitions(t, brokers)
+}
+
+func testBrokersRacingTransitions(t *testing.T, brokers brokersFunc) {
 	ctx := t.Context()
 	managers, admin := brokers(t, 8)
 	for round := range 20 {
@@ -141,6 +158,10 @@ func TestBrokersRacingTransitions(t *testing.T) {
 // was refused.
 func TestBrokersPartitionDeleteRacesAdds(t *testing.T) {
 	t.Parallel()
+	testBrokersPartitionDeleteRacesAdds(t, brokers)
+}
+
+func testBrokersPartitionDeleteRacesAdds(t *testing.T, brokers brokersFunc) {
 	ctx := t.Context()
 	managers, admin := brokers(t, 8)
 	tp := testTP(0)

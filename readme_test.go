@@ -201,7 +201,7 @@ func TestSchemaIsCommented(t *testing.T) {
 		FROM pg_class c
 		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 		WHERE c.relnamespace = current_schema()::regnamespace
-		  AND c.relkind IN ('r', 'v') AND c.relname LIKE 'rlmm%' AND c.relname <> 'rlmm_goose_db_version'
+		  AND c.relkind IN ('r', 'v') AND c.relname LIKE 'rlmm%' AND c.relname NOT IN ('rlmm_goose_db_version', 'rlmm_goose_lock')
 		  AND (obj_description(c.oid, 'pg_class') IS NULL
 		       OR (a.attname IS NOT NULL AND col_description(c.oid, a.attnum) IS NULL))
 		ORDER BY 1, 2`)

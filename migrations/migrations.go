@@ -12,6 +12,9 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"regexp"
+	"strconv"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -26,7 +29,13 @@ func FS() fs.FS { return files }
 // VersionTable is the goose version table of this project.
 const VersionTable = "rlmm_goose_db_version"
 
-// lockID is the advisory lock key that serialises concurrent migrations.
+// LockTable is the table of goose's table-based locker, which serialises
+// concurrent migrations. A row lock with a lease works through a transaction
+// pooler (PgBouncer pool_mode=transaction), where a session advisory lock
+// would be taken on one server connection and released on another.
+const LockTable = "rlmm_goose_lock"
+
+// lockID is the row of LockTable that serialises concurrent migrations.
 const lockID = 0x726c6d6d // "rlmm"
 
 // Latest is the schema version this code expects.
@@ -43,26 +52,140 @@ func Latest() int64 {
 }
 
 // NewProvider returns a goose provider over db with the embedded migrations,
-// the project's version table, no global registry, and a session lock so
-// that brokers migrating at the same moment serialise.
+// the project's version table, no global registry, and goose's table-based
+// lock (LockTable) so that brokers migrating at the same moment serialise,
+// also behind a transaction pooler.
 func NewProvider(db *sql.DB) (*goose.Provider, error) {
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(lockID))
+	return NewProviderFS(db, files)
+}
+
+// NewProviderFS is NewProvider over other migration files, for tests of a
+// schema change (a next migration that is not shipped).
+func NewProviderFS(db *sql.DB, fsys fs.FS) (*goose.Provider, error) {
+	locker, err := newLocker()
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider(goose.DialectPostgres, db, files,
+	return goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithTableName(VersionTable),
 		goose.WithDisableGlobalRegistry(true),
-		goose.WithSessionLocker(locker),
+		goose.WithLocker(locker),
 	)
 }
 
-// Up applies every pending migration. It is idempotent.
+// newLocker returns goose's table-based locker on LockTable. A waiting
+// broker retries every 100 ms for up to 5 minutes (goose's default retries
+// every 5 s); the lease of 30 s, renewed every 5 s, frees the lock of a
+// broker that died holding it.
+func newLocker() (lock.Locker, error) {
+	return lock.NewPostgresTableLocker(
+		lock.WithTableName(LockTable),
+		lock.WithTableLockID(lockID),
+		lock.WithTableLockTimeout(100*time.Millisecond, 3000),
+		lock.WithTableUnlockTimeout(100*time.Millisecond, 600),
+	)
+}
+
+// Up applies every pending migration and records what each declares about
+// compatibility (see Compatibility). It is idempotent.
 func Up(ctx context.Context, db *sql.DB) error {
-	p, err := NewProvider(db)
+	return UpFS(ctx, db, files)
+}
+
+// UpFS is Up over other migration files, for tests of a schema change.
+func UpFS(ctx context.Context, db *sql.DB, fsys fs.FS) error {
+	compat, err := Compatibility(fsys)
 	if err != nil {
 		return err
 	}
-	_, err = p.Up(ctx)
-	return err
+	p, err := NewProviderFS(db, fsys)
+	if err != nil {
+		return err
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return err
+	}
+	return recordCompatibility(ctx, db, compat)
+}
+
+// CompatTable records, for each applied migration that declares it, the
+// oldest schema version whose code still works once it is applied.
+// NewPgManager of older code reads it (see docs/MIGRATIONS.md).
+const CompatTable = "rlmm_schema_compat"
+
+// compatRE matches a migration's declaration, a line of its own:
+//
+//	-- rlmm:compatible-with 2
+//
+// meaning: code built for schema 2 (or newer) keeps working on the schema
+// once this migration is applied.
+var compatRE = regexp.MustCompile(`(?m)^--\s*rlmm:compatible-with\s+(\d+)\s*$`)
+
+// Compatibility returns, for each migration of fsys that declares
+// "-- rlmm:compatible-with N", its version and N. A migration without the
+// line declares nothing: code older than it refuses the schema.
+func Compatibility(fsys fs.FS) (map[int64]int64, error) {
+	names, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]int64{}
+	for _, name := range names {
+		var version int64
+		if _, err := fmt.Sscanf(name, "%d_", &version); err != nil {
+			continue
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		all := compatRE.FindAllSubmatch(b, -1)
+		if len(all) == 0 {
+			continue
+		}
+		if len(all) > 1 {
+			return nil, fmt.Errorf("migrations: %s declares rlmm:compatible-with %d times; declare it once", name, len(all))
+		}
+		oldest, err := strconv.ParseInt(string(all[0][1]), 10, 64)
+		if err != nil || oldest < 1 || oldest >= version {
+			return nil, fmt.Errorf("migrations: %s declares rlmm:compatible-with %s; it must name an older schema version, 1 to %d", name, all[0][1], version-1)
+		}
+		out[version] = oldest
+	}
+	return out, nil
+}
+
+// recordCompatibility writes the declarations of the applied migrations
+// into CompatTable, under the migration lock (the table may not exist yet).
+func recordCompatibility(ctx context.Context, db *sql.DB, compat map[int64]int64) (err error) {
+	locker, err := newLocker()
+	if err != nil {
+		return err
+	}
+	if err := locker.Lock(ctx, db); err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := locker.Unlock(context.WithoutCancel(ctx), db); err == nil {
+			err = uerr
+		}
+	}()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+CompatTable+` (
+    version                bigint PRIMARY KEY,
+    oldest_compatible_code bigint NOT NULL,
+    CONSTRAINT `+CompatTable+`_check CHECK (0 < oldest_compatible_code AND oldest_compatible_code < version)
+);
+COMMENT ON TABLE `+CompatTable+` IS 'Written by Migrate from each migration''s "-- rlmm:compatible-with N" line: code built for schema N or newer still works once this version is applied. See docs/MIGRATIONS.md.';
+COMMENT ON COLUMN `+CompatTable+`.version IS 'The migration (goose version).';
+COMMENT ON COLUMN `+CompatTable+`.oldest_compatible_code IS 'The oldest schema version whose code still works once this migration is applied.';`); err != nil {
+		return fmt.Errorf("migrations: create %s: %w", CompatTable, err)
+	}
+	for version, oldest := range compat {
+		if _, err := db.ExecContext(ctx, `INSERT INTO `+CompatTable+` (version, oldest_compatible_code)
+SELECT $1, $2 WHERE EXISTS (SELECT FROM `+VersionTable+` WHERE version_id = $1 AND is_applied)
+ON CONFLICT (version) DO UPDATE SET oldest_compatible_code = excluded.oldest_compatible_code`, version, oldest); err != nil {
+			return fmt.Errorf("migrations: record the compatibility of version %d: %w", version, err)
+		}
+	}
+	return nil
 }

@@ -46,7 +46,7 @@ func (a *app) migrateUpCommand() *cobra.Command {
 		Short: "Apply every pending migration (idempotent)",
 		Long: `Apply every pending migration, through remotestorage.Migrate: the same code
 brokers run. It is idempotent, and concurrent runs (several brokers, or a
-broker and rlmmctl) serialise on an advisory lock.
+broker and rlmmctl) serialise on goose's table lock (rlmm_goose_lock).
 
 ` + databaseHelp,
 		Args: noArgs,

@@ -60,6 +60,10 @@ type Options struct {
 	// BinDir is the directory holding initdb, pg_ctl and postgres.
 	// Empty means [FindBinDir].
 	BinDir string
+	// TLSCert and TLSKey, PEM, turn on TLS (ssl=on) with this server
+	// certificate and key (see [CA]). Clients may still connect without
+	// TLS; sslmode=verify-full makes them insist and check the certificate.
+	TLSCert, TLSKey []byte
 }
 
 // ShutdownMode is a pg_ctl stop mode.
@@ -99,6 +103,7 @@ type Cluster struct {
 	port      int
 	tcp       bool
 	cred      *syscall.Credential // nil: run as the current user
+	extraConf map[string]string   // Options.ExtraConf, for rewriting pgcluster.conf
 
 	mu       sync.Mutex
 	removed  bool
@@ -187,6 +192,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
 
+	if opts.TLSCert != nil {
+		if opts.ExtraConf, err = c.writeTLS(opts); err != nil {
+			return nil, err
+		}
+	}
+
 	// A free TCP port can be taken by someone else before the server binds
 	// it; try a few.
 	for attempt := 0; ; attempt++ {
@@ -195,6 +206,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 				return nil, err
 			}
 		}
+		c.extraConf = opts.ExtraConf
 		if err := c.writeFile(filepath.Join(c.dataDir, "pgcluster.conf"), c.conf(opts.ExtraConf)); err != nil {
 			return nil, err
 		}
@@ -360,6 +372,22 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// writeTLS writes the server certificate and key into the data directory
+// (the key readable by the server user only, as PostgreSQL demands) and
+// returns opts.ExtraConf with the settings that use them.
+func (c *Cluster) writeTLS(opts Options) (map[string]string, error) {
+	cert, key := filepath.Join(c.dataDir, "server.crt"), filepath.Join(c.dataDir, "server.key")
+	if err := c.writeFile(cert, string(opts.TLSCert)); err != nil {
+		return nil, err
+	}
+	if err := c.writeFile(key, string(opts.TLSKey)); err != nil {
+		return nil, err
+	}
+	conf := map[string]string{"ssl": "on", "ssl_cert_file": cert, "ssl_key_file": key}
+	maps.Copy(conf, opts.ExtraConf)
+	return conf, nil
 }
 
 // conf renders pgcluster.conf: listen settings, defaults, then extra.

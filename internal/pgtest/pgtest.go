@@ -115,6 +115,7 @@ func Run(m *testing.M) int {
 		defer close(exited)
 		select {
 		case sig := <-sigs:
+			_ = stopBouncer()
 			stopServer()
 			signal.Reset(sig)
 			_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
@@ -128,6 +129,12 @@ func Run(m *testing.M) int {
 	signal.Stop(sigs)
 	close(done)
 	<-exited
+	if err := stopBouncer(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: stopping the test PgBouncer: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	if err := stopServer(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: stopping the test server: %v\n", err)
 		if code == 0 {

@@ -1,0 +1,211 @@
+package remotestorage_test
+
+// The library behind a real PgBouncer (Debian's package, 1.18) in
+// transaction pooling mode, in front of the test server: the conformance
+// suite (with its randomized model-based test), the multi-broker races, the
+// cache, and Migrate. The pool's DSN carries pgtest.BouncerDSNSettings
+// (default_query_exec_mode=exec); the README says why.
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/migrations"
+	"github.com/krabka/remotestorage/rlmmtest"
+)
+
+// listenerOption gives the cache's listener a session connection straight
+// to the server.
+func listenerOption(t *testing.T, direct string) rs.Option {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(direct)
+	require.NoError(t, err)
+	return rs.WithListenerConnConfig(cfg)
+}
+
+func TestPgBouncerConformance(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewBouncerPool(t)
+	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
+		m, err := rs.NewPgManager(t.Context(), pool, opts...)
+		require.NoError(t, err)
+		t.Cleanup(m.Close)
+		return m
+	})
+}
+
+// bouncerBrokers is a brokersFunc through PgBouncer.
+func bouncerBrokers(t *testing.T, n int) ([]*rs.PgManager, *pgxpool.Pool) {
+	t.Helper()
+	pooled, _ := pgtest.NewBouncerDatabase(t)
+	return brokersOn(t, pooled, n)
+}
+
+func TestPgBouncerBrokersConcurrentAdds(t *testing.T) {
+	t.Parallel()
+	testBrokersConcurrentAdds(t, bouncerBrokers)
+}
+
+func TestPgBouncerBrokersRacingTransitions(t *testing.T) {
+	t.Parallel()
+	testBrokersRacingTransitions(t, bouncerBrokers)
+}
+
+func TestPgBouncerBrokersPartitionDeleteRacesAdds(t *testing.T) {
+	t.Parallel()
+	testBrokersPartitionDeleteRacesAdds(t, bouncerBrokers)
+}
+
+// The conformance suite answered from caches whose queries and writes go
+// through PgBouncer and whose listener has a session connection of its own.
+func TestPgBouncerCachedConformance(t *testing.T) {
+	t.Parallel()
+	pooled, direct := pgtest.NewBouncerDatabase(t)
+	listener := listenerOption(t, direct)
+	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
+		return &consumingManager{PgManager: newCachedManager(t, pooled, append(opts, listener)...), t: t, seen: map[[20]byte]bool{}}
+	})
+}
+
+func TestPgBouncerCacheCrossBroker(t *testing.T) {
+	t.Parallel()
+	pooled, direct := pgtest.NewBouncerDatabase(t)
+	testCacheCrossBroker(t, pooled, listenerOption(t, direct))
+}
+
+// With WithListenerConnConfig the cache hears other brokers' writes through
+// notifications: its answers change with no CaughtUp call to pull them, and
+// no warning is logged; nor is one by a listener straight on the server
+// without the option (the probe is heard).
+func TestPgBouncerCacheListenerOnSessionConnection(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pooled, direct := pgtest.NewBouncerDatabase(t)
+	logger, logs := newLogger(slog.LevelWarn)
+	a := newCachedManager(t, pooled)
+	b := newCachedManager(t, pooled, listenerOption(t, direct), rs.WithLogger(logger))
+	direct2 := newCachedManager(t, direct, rs.WithLogger(logger))
+	eventually(t, 10*time.Second, "the listener listens", b.Listening)
+	eventually(t, 10*time.Second, "the direct listener listens, after its probe", direct2.Listening)
+	tp := testTP(0)
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	waitLoaded(t, b, tp)
+	for i := range int64(5) {
+		s := writeFinished(t, a, tp, i*100, i*100+99)
+		eventually(t, 10*time.Second, "b's cache holds a's write, from the notification alone", func() bool {
+			got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, i*100+50)
+			require.NoError(t, err)
+			return found && got.SegmentID == s.SegmentID && got.State == rs.CopySegmentFinished
+		})
+	}
+	require.NotContains(t, logs.String(), "WithListenerConnConfig")
+}
+
+// Without a session connection, the listener's LISTEN runs through the
+// transaction pooler and hears nothing. The listener detects it with a
+// probe and warns, naming the fix; CaughtUp stays honest (false until the
+// cache has the write) and pulls the cache forward.
+func TestPgBouncerCacheListenerThroughPoolerWarns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pooled, _ := pgtest.NewBouncerDatabase(t)
+	logger, logs := newLogger(slog.LevelWarn)
+	a := newCachedManager(t, pooled)
+	b := newCachedManager(t, pooled, rs.WithLogger(logger))
+	eventually(t, 15*time.Second, "the listener warns that it hears nothing", func() bool {
+		return strings.Contains(logs.String(), "WithListenerConnConfig")
+	})
+	require.Contains(t, logs.String(), "transaction pooler")
+	require.Contains(t, logs.String(), "deadline exceeded", "the probe timed out, not failed")
+
+	tp := testTP(0)
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	waitLoaded(t, b, tp)
+	var lags []time.Duration
+	for i := range int64(20) {
+		s := writeFinished(t, a, tp, i*100, i*100+99)
+		committed := time.Now()
+		eventually(t, 10*time.Second, "CaughtUp pulls the cache forward", func() bool {
+			ok, err := b.CaughtUp(ctx, tp)
+			require.NoError(t, err)
+			if !ok {
+				return false
+			}
+			got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, i*100+50)
+			require.NoError(t, err)
+			require.True(t, found, "CaughtUp said true without the write")
+			require.Equal(t, s.SegmentID, got.SegmentID)
+			require.Equal(t, rs.CopySegmentFinished, got.State, "CaughtUp said true without the write")
+			return true
+		})
+		lags = append(lags, time.Since(committed))
+	}
+	t.Logf("commit to CaughtUp true, polling CaughtUp every 2 ms, no notifications: %v", lags)
+}
+
+// Why the DSN needs default_query_exec_mode=exec before PgBouncer 1.21:
+// pgx's default statement cache names its prepared statements after the
+// SQL, the same name on every client connection; a second client landing on
+// the server connection where the first prepared it is refused.
+func TestPgBouncerDefaultStatementCacheCollides(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pooled, _ := pgtest.NewBouncerDatabase(t)
+	plain := strings.TrimSuffix(pooled, "&"+pgtest.BouncerDSNSettings)
+	require.NotEqual(t, pooled, plain)
+	var err error
+	for range 5 { // the second client lands on the first one's server connection (PgBouncer reuses the last released)
+		var conn *pgx.Conn
+		conn, err = pgx.Connect(ctx, plain)
+		require.NoError(t, err)
+		var one int
+		err = conn.QueryRow(ctx, "SELECT 1 WHERE $1::int > 0", 1).Scan(&one)
+		conn.Close(ctx)
+		if err != nil {
+			break
+		}
+	}
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "expected the statement cache to collide, got %v", err)
+	require.Equal(t, pgerrcode.DuplicatePreparedStatement, pgErr.Code)
+}
+
+// Brokers migrating one empty database at once through the transaction
+// pooler serialise on goose's table lock: each migration applies once.
+func TestPgBouncerMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Bouncer(t)
+	cfg, err := pgx.ParseConfig(pgtest.NewEmptyDatabase(t))
+	require.NoError(t, err)
+	pool, err := pgxpool.New(t.Context(), b.URL(cfg.Database)+"&"+pgtest.BouncerDSNSettings)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = rs.Migrate(t.Context(), pool) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	var applied, latest int64
+	require.NoError(t, pool.QueryRow(t.Context(),
+		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
+	require.Equal(t, rs.SchemaVersion, latest)
+	require.Equal(t, rs.SchemaVersion, applied, "each migration applied exactly once")
+	_, err = rs.NewPgManager(t.Context(), pool)
+	require.NoError(t, err)
+}

@@ -1,0 +1,184 @@
+package remotestorage_test
+
+import (
+	"fmt"
+	"io/fs"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/migrations"
+)
+
+// withNext returns the embedded migrations plus test-only next ones
+// (version SchemaVersion+1, +2, …), never shipped under migrations/.
+func withNext(t *testing.T, next ...string) fs.FS {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	names, err := fs.Glob(migrations.FS(), "*.sql")
+	require.NoError(t, err)
+	for _, name := range names {
+		b, err := fs.ReadFile(migrations.FS(), name)
+		require.NoError(t, err)
+		fsys[name] = &fstest.MapFile{Data: b}
+	}
+	for i, sql := range next {
+		fsys[fmt.Sprintf("%05d_upgrade_test_next_%d.sql", rs.SchemaVersion+1+int64(i), i)] = &fstest.MapFile{Data: []byte(sql)}
+	}
+	return fsys
+}
+
+// expandMigration is a test-only expand migration: a column and an index,
+// built without blocking writes, declared compatible with code of the
+// current schema.
+func expandMigration(compatibleWith int64) string {
+	return fmt.Sprintf(`-- +goose NO TRANSACTION
+-- rlmm:compatible-with %d
+-- +goose Up
+ALTER TABLE rlmm_segments ADD COLUMN upgrade_test_note text;
+COMMENT ON COLUMN rlmm_segments.upgrade_test_note IS 'Test-only: the rolling-upgrade test''s expand migration.';
+CREATE INDEX CONCURRENTLY rlmm_segments_upgrade_test_idx ON rlmm_segments (topic_id, partition, upgrade_test_note);
+-- +goose Down
+DROP INDEX CONCURRENTLY IF EXISTS rlmm_segments_upgrade_test_idx;
+ALTER TABLE rlmm_segments DROP COLUMN IF EXISTS upgrade_test_note;
+`, compatibleWith)
+}
+
+// A rolling upgrade: brokers running this code (schema SchemaVersion) keep
+// serving reads and writes, under load, while Migrate applies the next
+// migration, an expand one declared compatible; afterwards this code still
+// starts on the newer schema.
+func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	managers, admin := brokersOn(t, dsn, 3)
+
+	var (
+		migrated atomic.Bool
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		errs     []error
+		before   atomic.Int64
+		after    atomic.Int64
+		started  = make(chan struct{})
+		once     sync.Once
+	)
+	for b, m := range managers {
+		wg.Go(func() {
+			tp := testTP(int32(b))
+			for i := int64(0); ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
+				err := m.AddRemoteLogSegmentMetadata(ctx, s)
+				if err == nil {
+					err = m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished))
+				}
+				if err == nil {
+					var got rs.RemoteLogSegmentMetadata
+					var found bool
+					got, found, err = m.RemoteLogSegmentMetadata(ctx, tp, 0, i*10+5)
+					if err == nil && (!found || got.SegmentID != s.SegmentID || got.State != rs.CopySegmentFinished) {
+						err = fmt.Errorf("broker %d: lookup of offset %d found %v %v", b, i*10+5, found, got.SegmentID)
+					}
+				}
+				if err == nil {
+					var list []rs.RemoteLogSegmentMetadata
+					list, err = m.ListRemoteLogSegments(ctx, tp)
+					if err == nil && int64(len(list)) != i+1 {
+						err = fmt.Errorf("broker %d: list has %d segments, want %d", b, len(list), i+1)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				if migrated.Load() {
+					after.Add(1)
+				} else if before.Add(1) == 30 {
+					once.Do(func() { close(started) })
+				}
+			}
+		})
+	}
+	<-started
+	next := withNext(t, expandMigration(rs.SchemaVersion))
+	require.NoError(t, rs.MigrateFS(ctx, admin, next))
+	migrated.Store(true)
+	eventually(t, 30*time.Second, "the old brokers keep serving after the migration", func() bool {
+		mu.Lock()
+		failed := len(errs) > 0
+		mu.Unlock()
+		return failed || after.Load() >= 30
+	})
+	close(stop)
+	wg.Wait()
+	require.Empty(t, errs, "the old code failed while or after the next migration applied")
+	t.Logf("old code served %d write-and-read rounds before and %d after the migration", before.Load(), after.Load())
+
+	var version int64
+	require.NoError(t, admin.QueryRow(ctx, "SELECT max(version_id) FROM "+migrations.VersionTable).Scan(&version))
+	require.Equal(t, rs.SchemaVersion+1, version)
+	var valid bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = 'rlmm_segments_upgrade_test_idx'::regclass`).Scan(&valid))
+	require.True(t, valid, "the index was built")
+
+	// This code starts on the newer schema, which declares it compatible.
+	m, err := rs.NewPgManager(ctx, admin)
+	require.NoError(t, err)
+	m.Close()
+}
+
+// NewPgManager refuses a newer schema unless every migration past its own
+// declares it compatible, and says what to do.
+func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
+	t.Parallel()
+	newPool := func(t *testing.T) *pgxpool.Pool {
+		pool, err := pgxpool.New(t.Context(), pgtest.NewDatabase(t))
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	t.Run("no declaration", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		undeclared := "-- +goose Up\nALTER TABLE rlmm_segments ADD COLUMN upgrade_test_note text;\n"
+		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, undeclared)))
+		_, err := rs.NewPgManager(t.Context(), pool)
+		require.ErrorContains(t, err, fmt.Sprintf("migration %d does not declare code of schema %d compatible", rs.SchemaVersion+1, rs.SchemaVersion))
+		require.ErrorContains(t, err, "upgrade this broker's library")
+		require.ErrorContains(t, err, "docs/MIGRATIONS.md")
+	})
+	t.Run("a later migration drops compatibility", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		contract := fmt.Sprintf("-- rlmm:compatible-with %d\n-- +goose Up\nALTER TABLE rlmm_segments DROP COLUMN upgrade_test_note;\n", rs.SchemaVersion+1)
+		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, expandMigration(rs.SchemaVersion), contract)))
+		_, err := rs.NewPgManager(t.Context(), pool)
+		require.ErrorContains(t, err, fmt.Sprintf("migration %d does not declare", rs.SchemaVersion+2))
+	})
+	t.Run("a bad declaration", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		bad := fmt.Sprintf("-- rlmm:compatible-with %d\n-- +goose Up\nSELECT 1;\n", rs.SchemaVersion+1)
+		err := rs.MigrateFS(t.Context(), pool, withNext(t, bad))
+		require.ErrorContains(t, err, "it must name an older schema version")
+		var version int64
+		require.NoError(t, pool.QueryRow(t.Context(), "SELECT max(version_id) FROM "+migrations.VersionTable).Scan(&version))
+		require.Equal(t, rs.SchemaVersion, version, "nothing applied")
+	})
+}
