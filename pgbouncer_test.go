@@ -8,6 +8,7 @@ package remotestorage_test
 
 import (
 	"errors"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
@@ -205,7 +206,9 @@ func TestPgBouncerMigrateConcurrent(t *testing.T) {
 	require.NoError(t, pool.QueryRow(t.Context(),
 		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
 	require.Equal(t, rs.SchemaVersion, latest)
-	require.Equal(t, rs.SchemaVersion, applied, "each migration applied exactly once")
+	files, err := fs.Glob(migrations.FS(), "*.sql")
+	require.NoError(t, err)
+	require.EqualValues(t, len(files), applied, "each migration applied exactly once (numbers may have gaps)")
 	_, err = rs.NewPgManager(t.Context(), pool)
 	require.NoError(t, err)
 }

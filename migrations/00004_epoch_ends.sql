@@ -1,4 +1,9 @@
 -- +goose Up
+-- rlmm:compatible-with 2
+-- Code of schema 2 keeps working on this schema. Caveat for the rollout
+-- window: a COPY_SEGMENT_FINISHED written by such code does not raise
+-- rlmm_epoch_ends, so EpochEndOffset (new code) can answer low for those
+-- segments until they are re-finished; see docs/MIGRATIONS.md.
 -- Issue 13: EpochEndOffset and FirstSegmentForTimestamp. Expand-only.
 
 -- EpochEndOffset: per (partition, epoch), the high-water mark of the ends

@@ -1,4 +1,5 @@
 -- +goose Up
+-- rlmm:compatible-with 2
 -- Stuck work: what a crashed or stuck broker left behind (an upload
 -- abandoned in COPY_SEGMENT_STARTED leaks its objects in remote storage,
 -- compare KAFKA-16511). Expand-only: one view and two partial indexes.
