@@ -41,7 +41,7 @@ need on the remotestorage tables of one schema. No database is needed.
                     schema; tables it creates are granted to the others by
                     default privileges.
   <prefix>app       what brokers (PgManager) log in as: SELECT, INSERT and
-                    UPDATE on rlmm_partitions, rlmm_segments and
+                    UPDATE on rlmm_partitions, rlmm_segments, rlmm_epoch_ends and
                     rlmm_segment_epochs, SELECT on the other tables and views
                     (version table, state lookup tables); no DELETE,
                     TRUNCATE, ALTER or DROP.
@@ -143,7 +143,7 @@ BEGIN
         EXECUTE format('REVOKE ALL ON %I.%I FROM PUBLIC', {schema_lit}, t.relname);
         EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON %I.%I FROM %I, %I', {schema_lit}, t.relname, {app_lit}, {readonly_lit});
         EXECUTE format('GRANT SELECT ON %I.%I TO %I, %I', {schema_lit}, t.relname, {app_lit}, {readonly_lit});
-        IF t.relname IN ('rlmm_partitions', 'rlmm_segments', 'rlmm_segment_epochs') THEN
+        IF t.relname IN ('rlmm_partitions', 'rlmm_segments', 'rlmm_segment_epochs', 'rlmm_epoch_ends') THEN
             EXECUTE format('GRANT INSERT, UPDATE ON %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
         END IF;
     END LOOP;
