@@ -47,7 +47,7 @@ func (m *PgManager) PartitionChangesForTest(ctx context.Context, tp TopicIDParti
 func (m *PgManager) PollVersionsForTest(ctx context.Context, tps ...TopicIDPartition) error {
 	var params db.PartitionVersionsParams
 	for _, tp := range tps {
-		params.TopicIds = append(params.TopicIds, tp.TopicID)
+		params.TopicIds = append(params.TopicIds, tp.TopicID.String())
 		params.Partitions = append(params.Partitions, tp.Partition)
 	}
 	_, err := m.queries.PartitionVersions(ctx, m.pool, params)

@@ -29,7 +29,7 @@ import (
 
 // listenerOption gives the cache's listener a session connection straight
 // to the server.
-func listenerOption(t *testing.T, direct string) rs.Option {
+func listenerOption(t testing.TB, direct string) rs.Option {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(direct)
 	require.NoError(t, err)
@@ -154,6 +154,31 @@ func TestPgBouncerCacheListenerThroughPoolerWarns(t *testing.T) {
 		lags = append(lags, time.Since(committed))
 	}
 	t.Logf("commit to CaughtUp true, polling CaughtUp every 2 ms, no notifications: %v", lags)
+}
+
+// Without a session connection for the listener and with nobody calling
+// CaughtUp, the periodic version poll alone brings other brokers' writes
+// into the cache, through the pooler (its statement encodes its parameters
+// without knowing their types, as exec mode does).
+func TestPgBouncerCachePollBringsWritesWithoutListener(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pooled, _ := pgtest.NewBouncerDatabase(t)
+	logger, logs := newLogger(slog.LevelWarn)
+	a := newCachedManager(t, pooled)
+	b := newCachedManager(t, pooled, rs.WithLogger(logger), rs.WithCachePollInterval(20*time.Millisecond))
+	tp := testTP(0)
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	waitLoaded(t, b, tp)
+	for i := range int64(3) {
+		s := writeFinished(t, a, tp, i*100, i*100+99)
+		eventually(t, 10*time.Second, "b's cache holds a's write, from the poll alone", func() bool {
+			got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, i*100+50)
+			require.NoError(t, err)
+			return found && got.SegmentID == s.SegmentID && got.State == rs.CopySegmentFinished
+		})
+	}
+	require.NotContains(t, logs.String(), "poll failed")
 }
 
 // Why the DSN needs default_query_exec_mode=exec before PgBouncer 1.21:

@@ -132,7 +132,7 @@ func (c *pgCache) poll() error {
 	c.mu.RLock()
 	for _, cp := range c.partitions {
 		if cp.data != nil {
-			params.TopicIds = append(params.TopicIds, cp.tp.TopicID)
+			params.TopicIds = append(params.TopicIds, cp.tp.TopicID.String())
 			params.Partitions = append(params.Partitions, cp.tp.Partition)
 		}
 	}

@@ -203,18 +203,18 @@ func (q *Queries) PartitionVersion(ctx context.Context, db DBTX, arg PartitionVe
 }
 
 const partitionVersions = `-- name: PartitionVersions :many
-SELECT ($1::uuid[])[i]::uuid AS topic_id, ($2::integer[])[i]::integer AS partition,
+SELECT (($1::text[])[i])::uuid AS topic_id, ($2::integer[])[i]::integer AS partition,
     coalesce(v.version, 0)::bigint AS version
-FROM generate_subscripts($1::uuid[], 1) AS i
+FROM generate_subscripts($1::text[], 1) AS i
 LEFT JOIN LATERAL (
     SELECT p.version FROM rlmm_partitions p
-    WHERE p.topic_id = ($1::uuid[])[i] AND p.partition = ($2::integer[])[i]
+    WHERE p.topic_id = (($1::text[])[i])::uuid AND p.partition = ($2::integer[])[i]
     LIMIT 1
 ) AS v ON true
 `
 
 type PartitionVersionsParams struct {
-	TopicIds   []uuid.UUID
+	TopicIds   []string
 	Partitions []int32
 }
 
@@ -226,7 +226,10 @@ type PartitionVersionsRow struct {
 
 // The committed versions of several partitions (0: never written to), for
 // the caches' periodic version poll: one primary-key probe per partition
-// (LATERAL … LIMIT 1, whatever the statistics say).
+// (LATERAL … LIMIT 1, whatever the statistics say). The topic ids come as
+// text: behind PgBouncer the DSN sets default_query_exec_mode=exec, where
+// pgx encodes parameters without knowing their types, and it has no text
+// encoding for a slice of uuid.UUID.
 func (q *Queries) PartitionVersions(ctx context.Context, db DBTX, arg PartitionVersionsParams) ([]PartitionVersionsRow, error) {
 	rows, err := db.Query(ctx, partitionVersions, arg.TopicIds, arg.Partitions)
 	if err != nil {

@@ -42,13 +42,16 @@ RETURNING p.version;
 -- name: PartitionVersions :many
 -- The committed versions of several partitions (0: never written to), for
 -- the caches' periodic version poll: one primary-key probe per partition
--- (LATERAL … LIMIT 1, whatever the statistics say).
-SELECT (@topic_ids::uuid[])[i]::uuid AS topic_id, (@partitions::integer[])[i]::integer AS partition,
+-- (LATERAL … LIMIT 1, whatever the statistics say). The topic ids come as
+-- text: behind PgBouncer the DSN sets default_query_exec_mode=exec, where
+-- pgx encodes parameters without knowing their types, and it has no text
+-- encoding for a slice of uuid.UUID.
+SELECT ((@topic_ids::text[])[i])::uuid AS topic_id, (@partitions::integer[])[i]::integer AS partition,
     coalesce(v.version, 0)::bigint AS version
-FROM generate_subscripts(@topic_ids::uuid[], 1) AS i
+FROM generate_subscripts(@topic_ids::text[], 1) AS i
 LEFT JOIN LATERAL (
     SELECT p.version FROM rlmm_partitions p
-    WHERE p.topic_id = (@topic_ids::uuid[])[i] AND p.partition = (@partitions::integer[])[i]
+    WHERE p.topic_id = ((@topic_ids::text[])[i])::uuid AND p.partition = (@partitions::integer[])[i]
     LIMIT 1
 ) AS v ON true;
 
