@@ -231,5 +231,5 @@ func (p *memPartition) page(after listKey, limit int, keep func(*memSegment) boo
 }
 
 func memListKey(s *memSegment) listKey {
-	return listKey{startOffset: s.meta.StartOffset, addedVersion: s.addedVersion}
+	return listKey{startOffset: s.start, addedVersion: s.addedVersion}
 }

@@ -212,6 +212,7 @@ type options struct {
 	logger                 *slog.Logger  // WithLogger; nil: none
 	cachePoll              time.Duration // WithCachePollInterval
 	cachePollSet           bool
+	cacheLoaders           int // WithCacheLoaders; 0: half the pool
 
 	listenerConnConfig *pgx.ConnConfig // PgManager cache only: WithListenerConnConfig; nil: the pool's
 }

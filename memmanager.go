@@ -61,7 +61,9 @@ func (m *InMemoryManager) AddRemoteLogSegmentMetadata(ctx context.Context, s Rem
 	}
 	p.version++
 	m.takenIDs[id] = key
-	p.segments[id] = newMemSegment(s.clone(), p.version, 0, p.version)
+	seg := newMemSegment(s.clone(), p.version, 0, p.version)
+	p.share(seg)
+	p.segments[id] = seg
 	p.changed()
 	return nil
 }
@@ -87,8 +89,8 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 		p.version++
 		return nil
 	}
-	if !SegmentTransitionAllowed(s.meta.State, u.State) {
-		return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, s.meta.State, u.State)
+	if !SegmentTransitionAllowed(s.state, u.State) {
+		return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, s.state, u.State)
 	}
 	p.version++
 	if u.State == CopySegmentFinished && s.finishedVersion == 0 {
@@ -97,11 +99,11 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 	if u.State == CopySegmentFinished {
 		p.raiseEpochEnds(s)
 	}
-	s.meta.State = u.State
-	s.meta.BrokerID = u.BrokerID
-	s.meta.EventTimestampMs = u.EventTimestampMs
+	s.state = u.State
+	s.brokerID = u.BrokerID
+	s.eventTimestampMs = u.EventTimestampMs
 	if u.CustomMetadata != nil {
-		s.meta.CustomMetadata = cloneBytes(u.CustomMetadata)
+		s.customMetadata = cloneBytes(u.CustomMetadata)
 	}
 	s.lastVersion = p.version
 	if u.State == DeleteSegmentFinished {

@@ -23,20 +23,31 @@ type memPartition struct {
 	// once the cached version covers them; InMemoryManager keeps none.
 	forgotten map[uuid.UUID]int64
 	epochEnds map[LeaderEpoch]int64 // EpochEndOffset's high-water marks (mempartition_kafka.go)
+	tp        *TopicIDPartition     // the partition as its first stored segment names it (share)
 
 	indexMu sync.Mutex
 	index   *partitionIndex // nil: stale, rebuilt by the next query
 }
 
 type memSegment struct {
-	// meta without its SegmentLeaderEpochs map (nil): the epochs live in
-	// epochs, sorted by epoch. A Go map costs about 200 bytes even for one
-	// entry; the slice costs 16 per epoch. public() rebuilds the map.
-	meta            RemoteLogSegmentMetadata
-	epochs          []epochStart
-	addedVersion    int64
-	finishedVersion int64 // partition version of the first COPY_SEGMENT_FINISHED; 0: never finished
-	lastVersion     int64 // partition version of the latest write to the segment
+	// RemoteLogSegmentMetadata's fields, laid out compactly (a cache holds
+	// millions): the partition is shared by the partition's segments that
+	// name it alike (memPartition.share), and the epoch map is a slice
+	// sorted by epoch (a Go map costs about 200 bytes even for one entry;
+	// the slice costs 16 per epoch). public() rebuilds the caller's form.
+	tp                    *TopicIDPartition
+	id                    uuid.UUID
+	start, end            int64 // inclusive
+	maxTimestampMs        int64
+	eventTimestampMs      int64
+	brokerID, sizeInBytes int32
+	customMetadata        []byte
+	epochs                []epochStart
+	state                 RemoteLogSegmentState
+	txnIndexEmpty         bool
+	addedVersion          int64
+	finishedVersion       int64 // partition version of the first COPY_SEGMENT_FINISHED; 0: never finished
+	lastVersion           int64 // partition version of the latest write to the segment
 }
 
 // epochStart is one entry of a segment's epoch map.
@@ -48,19 +59,30 @@ type epochStart struct {
 // newMemSegment stores meta (which it takes over: pass a copy the caller
 // keeps no reference to) with its epoch map compacted.
 func newMemSegment(meta RemoteLogSegmentMetadata, addedVersion, finishedVersion, lastVersion int64) *memSegment {
-	s := &memSegment{meta: meta, addedVersion: addedVersion, finishedVersion: finishedVersion, lastVersion: lastVersion}
+	tp := meta.SegmentID.TopicIDPartition
+	s := &memSegment{
+		tp: &tp, id: meta.SegmentID.ID, start: meta.StartOffset, end: meta.EndOffset,
+		maxTimestampMs: meta.MaxTimestampMs, eventTimestampMs: meta.EventTimestampMs,
+		brokerID: meta.BrokerID, sizeInBytes: meta.SegmentSizeInBytes, customMetadata: meta.CustomMetadata,
+		state: meta.State, txnIndexEmpty: meta.TxnIndexEmpty,
+		addedVersion: addedVersion, finishedVersion: finishedVersion, lastVersion: lastVersion,
+	}
 	s.epochs = make([]epochStart, 0, len(meta.SegmentLeaderEpochs))
 	for _, e := range meta.sortedEpochs() {
 		s.epochs = append(s.epochs, epochStart{epoch: e, start: meta.SegmentLeaderEpochs[e]})
 	}
-	s.meta.SegmentLeaderEpochs = nil
 	return s
 }
 
 // public returns a copy of the segment as callers see it, epoch map included.
 func (s *memSegment) public() RemoteLogSegmentMetadata {
-	m := s.meta.clone()
-	m.SegmentLeaderEpochs = make(map[LeaderEpoch]int64, len(s.epochs))
+	m := RemoteLogSegmentMetadata{
+		SegmentID:   RemoteLogSegmentID{TopicIDPartition: *s.tp, ID: s.id},
+		StartOffset: s.start, EndOffset: s.end, MaxTimestampMs: s.maxTimestampMs,
+		BrokerID: s.brokerID, EventTimestampMs: s.eventTimestampMs, SegmentSizeInBytes: s.sizeInBytes,
+		CustomMetadata: cloneBytes(s.customMetadata), State: s.state, TxnIndexEmpty: s.txnIndexEmpty,
+		SegmentLeaderEpochs: make(map[LeaderEpoch]int64, len(s.epochs)),
+	}
 	for _, e := range s.epochs {
 		m.SegmentLeaderEpochs[e.epoch] = e.start
 	}
@@ -80,7 +102,7 @@ func (s *memSegment) carries(epoch LeaderEpoch) bool {
 // epochRanges yields the range [first, last] of each epoch of the segment.
 func (s *memSegment) epochRanges(yield func(epoch LeaderEpoch, first, last int64)) {
 	for i, e := range s.epochs {
-		last := s.meta.EndOffset
+		last := s.end
 		if i+1 < len(s.epochs) {
 			last = s.epochs[i+1].start - 1
 		}
@@ -122,7 +144,7 @@ func (p *memPartition) currentIndex() *partitionIndex {
 	// Sized exactly, so the index holds no spare capacity: count first.
 	counts := make(map[LeaderEpoch]int)
 	for _, s := range p.segments {
-		if s.meta.State == CopySegmentFinished {
+		if s.state == CopySegmentFinished {
 			for _, e := range s.epochs {
 				counts[e.epoch]++
 			}
@@ -133,11 +155,11 @@ func (p *memPartition) currentIndex() *partitionIndex {
 		idx.finished[e] = make([]epochRange, 0, n)
 	}
 	for _, s := range p.segments {
-		if s.meta.State == DeleteSegmentFinished {
+		if s.state == DeleteSegmentFinished {
 			continue
 		}
 		idx.listed = append(idx.listed, s)
-		if s.meta.State != CopySegmentFinished {
+		if s.state != CopySegmentFinished {
 			continue
 		}
 		s.epochRanges(func(e LeaderEpoch, first, last int64) {
@@ -146,7 +168,7 @@ func (p *memPartition) currentIndex() *partitionIndex {
 		})
 	}
 	slices.SortFunc(idx.listed, func(a, b *memSegment) int {
-		return cmp.Or(cmp.Compare(a.meta.StartOffset, b.meta.StartOffset), cmp.Compare(a.addedVersion, b.addedVersion))
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.addedVersion, b.addedVersion))
 	})
 	for _, ranges := range idx.finished {
 		slices.SortFunc(ranges, func(a, b epochRange) int {
@@ -183,8 +205,8 @@ func (p *memPartition) highest(epoch LeaderEpoch) (int64, bool) {
 	var highest int64
 	found := false
 	for _, r := range p.currentIndex().finished[epoch] {
-		if !found || r.segment.meta.EndOffset > highest {
-			highest, found = r.segment.meta.EndOffset, true
+		if !found || r.segment.end > highest {
+			highest, found = r.segment.end, true
 		}
 	}
 	return highest, found
@@ -215,13 +237,13 @@ func all(*memSegment) bool { return true }
 func (p *memPartition) nextWithTxnIndex(epoch LeaderEpoch, offset int64) *memSegment {
 	for {
 		s := p.lookup(epoch, offset)
-		if s == nil || !s.meta.TxnIndexEmpty {
+		if s == nil || !s.txnIndexEmpty {
 			return s
 		}
-		if s.meta.EndOffset == maxOffset {
+		if s.end == maxOffset {
 			return nil
 		}
-		offset = s.meta.EndOffset + 1
+		offset = s.end + 1
 	}
 }
 
@@ -233,7 +255,7 @@ const maxOffset = int64(^uint64(0) >> 1)
 // although its row is not newer than p.version was forgotten since: the
 // row is older news and is dropped.
 func (p *memPartition) put(s *memSegment) {
-	id := s.meta.SegmentID.ID
+	id := s.id
 	if old := p.segments[id]; old != nil {
 		if old.lastVersion > s.lastVersion {
 			return
@@ -241,12 +263,25 @@ func (p *memPartition) put(s *memSegment) {
 	} else if v, gone := p.forgotten[id]; (gone && v >= s.lastVersion) || s.lastVersion <= p.version {
 		return
 	}
-	if s.meta.State == DeleteSegmentFinished {
+	if s.state == DeleteSegmentFinished {
 		delete(p.segments, id)
 		p.forgotten[id] = s.lastVersion
 		return
 	}
+	p.share(s)
 	p.segments[id] = s
+}
+
+// share points s at the partition's TopicIDPartition when s names the
+// partition alike (the topic name too), so that segments do not each hold
+// a copy.
+func (p *memPartition) share(s *memSegment) {
+	switch {
+	case p.tp == nil:
+		p.tp = s.tp
+	case *p.tp == *s.tp:
+		s.tp = p.tp
+	}
 }
 
 // pruneForgotten drops the tombstones the cached version covers.

@@ -8,7 +8,7 @@ package remotestorage
 // startingOffset; nil when there is none.
 func (p *memPartition) firstForTimestamp(epoch LeaderEpoch, timestampMs, startingOffset int64) *memSegment {
 	for _, s := range p.currentIndex().listed {
-		if s.meta.State != CopySegmentFinished || s.meta.EndOffset < startingOffset || s.meta.MaxTimestampMs < timestampMs {
+		if s.state != CopySegmentFinished || s.end < startingOffset || s.maxTimestampMs < timestampMs {
 			continue
 		}
 		if s.carries(epoch) {

@@ -50,6 +50,16 @@ func WithCachePollInterval(d time.Duration) Option {
 	return func(o *options) { o.cachePoll, o.cachePollSet = d, true }
 }
 
+// WithCacheLoaders sets how many partitions the cache (WithCache) loads or
+// catches up at once, each on one connection of the manager's pool. The
+// default is half the pool's MaxConns (at least 1), so that a broker
+// assigned many partitions at once keeps connections for its own calls:
+// loading 1,000 partitions on all four connections of a pool held the
+// broker's writes up to 0.4 s at p99 (BenchmarkCacheReady1M).
+func WithCacheLoaders(n int) Option {
+	return func(o *options) { o.cacheLoaders = n }
+}
+
 // notifyChannel is the channel every write notifies at commit, with the
 // payload "<topic id>/<partition>/<version>".
 const notifyChannel = "rlmm_changes"
@@ -72,6 +82,7 @@ type pgCache struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	loaders   chan struct{} // a slot per load or catch-up running (WithCacheLoaders)
 	listening chan struct{} // closed, then replaced, each time the listener (re)connects
 	connected atomic.Bool   // the listener is listening
 
@@ -97,6 +108,7 @@ func newPgCache(m *PgManager) *pgCache {
 		ctx:        ctx,
 		cancel:     cancel,
 		listening:  make(chan struct{}),
+		loaders:    make(chan struct{}, cacheLoaders(m)),
 	}
 	c.wg.Go(c.listen)
 	interval := DefaultCachePollInterval
@@ -107,6 +119,14 @@ func newPgCache(m *PgManager) *pgCache {
 		c.wg.Go(func() { c.pollEvery(interval) })
 	}
 	return c
+}
+
+// cacheLoaders is how many loads and catch-ups run at once.
+func cacheLoaders(m *PgManager) int {
+	if n := m.opts.cacheLoaders; n > 0 {
+		return n
+	}
+	return max(1, int(m.pool.Config().MaxConns)/2)
 }
 
 // pollEvery runs poll each interval until the manager closes.
@@ -213,7 +233,14 @@ func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
 			return
 		case <-cp.kick:
 		}
-		if err := c.catchUp(ctx, cp); err != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case c.loaders <- struct{}{}:
+		}
+		err := c.catchUp(ctx, cp)
+		<-c.loaders
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -319,15 +346,18 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 }
 
 func memSegmentFromRow(r db.RlmmSegment) *memSegment {
-	// The epoch map is built straight into the compact form: a load of
-	// many segments allocates no map per segment.
-	epochs, starts := r.Epochs, r.EpochStartOffsets
-	r.Epochs, r.EpochStartOffsets = nil, nil
-	s := &memSegment{meta: segmentFromRow(r), addedVersion: r.AddedVersion, finishedVersion: r.FinishedVersion.Int64, lastVersion: r.LastVersion}
-	s.meta.SegmentLeaderEpochs = nil
-	s.epochs = make([]epochStart, len(epochs))
-	for i, e := range epochs {
-		s.epochs[i] = epochStart{epoch: LeaderEpoch(e), start: starts[i]}
+	// Built straight into the compact form: a load of many segments
+	// allocates no epoch map per segment.
+	s := &memSegment{
+		tp: &TopicIDPartition{TopicID: r.TopicID, Topic: r.Topic, Partition: r.Partition}, id: r.SegmentID,
+		start: r.StartOffset, end: r.EndOffset, maxTimestampMs: r.MaxTimestampMs, eventTimestampMs: r.EventTimestampMs,
+		brokerID: r.BrokerID, sizeInBytes: r.SegmentSizeBytes, customMetadata: r.CustomMetadata,
+		state: RemoteLogSegmentState(r.State), txnIndexEmpty: r.TxnIndexEmpty,
+		addedVersion: r.AddedVersion, finishedVersion: r.FinishedVersion.Int64, lastVersion: r.LastVersion,
+		epochs: make([]epochStart, len(r.Epochs)),
+	}
+	for i, e := range r.Epochs {
+		s.epochs[i] = epochStart{epoch: LeaderEpoch(e), start: r.EpochStartOffsets[i]}
 	}
 	slices.SortFunc(s.epochs, func(a, b epochStart) int { return cmp.Compare(a.epoch, b.epoch) })
 	return s

@@ -2,7 +2,9 @@ package remotestorage_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,11 +19,12 @@ import (
 // BenchmarkCacheReady1M: a broker with WithCache is assigned 1,000
 // partitions of 1,000 finished segments each (1M segments) and becomes
 // ready: every partition loaded and CaughtUp true. Reports the time to
-// ready and the heap the cache holds per segment. The loaders' parallelism
-// is the manager's pool: each partition loads in one REPEATABLE READ
-// transaction on one of its connections (here 4, pgxpool's default on two
-// cores would be 4 too), so loading never takes more than the pool from
-// the database.
+// ready, the heap the cache holds per segment, and what loading costs
+// others: the p99 of another broker's lookups and of the loading broker's
+// own writes, against the same with nobody loading. Each partition loads
+// in one REPEATABLE READ transaction on one connection of the manager's
+// pool (4 here, pgxpool's default on two cores); WithCacheLoaders bounds
+// how many at once (default: half the pool), one sub-benchmark each.
 //
 //	go test -run '^$' -bench 'CacheReady1M' -benchtime 1x .
 func BenchmarkCacheReady1M(b *testing.B) {
@@ -65,30 +68,94 @@ WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0 GROUP BY topic_id, partition
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 
-	for b.Loop() {
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		m, err := rs.NewPgManager(ctx, pool, rs.WithCache())
-		require.NoError(b, err)
-		start := time.Now()
-		require.NoError(b, m.OnPartitionLeadershipChanges(ctx, tps, nil))
-		for _, tp := range tps {
-			for {
-				ok, err := m.CaughtUp(ctx, tp)
-				if err == nil && ok {
-					break
-				}
-				time.Sleep(time.Millisecond) // waits for the load, which runs in the background
+	// Another broker keeps looking segments up, uncached, while this one
+	// loads: its latency, against the same loop with nobody loading, says
+	// whether loading starves the database.
+	other, err := rs.NewPgManager(ctx, admin)
+	require.NoError(b, err)
+	b.Cleanup(other.Close)
+	otherLookups := func(stop <-chan struct{}, other rs.RemoteLogMetadataManager) []time.Duration {
+		var lags []time.Duration
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				slices.Sort(lags)
+				return lags
+			default:
 			}
+			start := time.Now()
+			_, ok, err := other.RemoteLogSegmentMetadata(ctx, tps[i%partitions], 0, int64(i%100)*100+50)
+			require.NoError(b, err)
+			require.True(b, ok)
+			lags = append(lags, time.Since(start))
 		}
-		ready := time.Since(start)
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(ready.Seconds(), "s-to-ready")
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(partitions*perPartition), "heap-B/segment")
-		runtime.KeepAlive(m)
-		m.Close()
+	}
+	// The loading broker's own writes meanwhile (to a partition it does
+	// not consume): they share the pool with the loaders.
+	ownWrites := func(stop <-chan struct{}, m rs.RemoteLogMetadataManager) []time.Duration {
+		var lags []time.Duration
+		tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "own", Partition: 0}
+		for i := int64(0); ; i++ {
+			select {
+			case <-stop:
+				slices.Sort(lags)
+				return lags
+			default:
+			}
+			start := time.Now()
+			require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})))
+			lags = append(lags, time.Since(start))
+		}
+	}
+	measure := func(loop func(<-chan struct{}, rs.RemoteLogMetadataManager) []time.Duration, by rs.RemoteLogMetadataManager, during func()) []time.Duration {
+		stop, done := make(chan struct{}), make(chan []time.Duration)
+		go func() { done <- loop(stop, by) }()
+		during()
+		close(stop)
+		return <-done
+	}
+	idle := measure(otherLookups, other, func() { time.Sleep(2 * time.Second) }) // baselines of a fixed length, not a synchronisation
+	ownIdle := measure(ownWrites, other, func() { time.Sleep(2 * time.Second) })
+	p99 := func(lags []time.Duration) float64 { return float64(lags[len(lags)*99/100].Microseconds()) }
+
+	for _, loaders := range []int{2, 3, 4} {
+		b.Run(fmt.Sprintf("loaders=%d", loaders), func(b *testing.B) {
+			for b.Loop() {
+				runtime.GC()
+				var before runtime.MemStats
+				runtime.ReadMemStats(&before)
+				m, err := rs.NewPgManager(ctx, pool, rs.WithCache(), rs.WithCacheLoaders(loaders))
+				require.NoError(b, err)
+				var ready time.Duration
+				var own []time.Duration
+				others := measure(otherLookups, other, func() {
+					own = measure(ownWrites, m, func() {
+						start := time.Now()
+						require.NoError(b, m.OnPartitionLeadershipChanges(ctx, tps, nil))
+						for _, tp := range tps {
+							for {
+								ok, err := m.CaughtUp(ctx, tp)
+								if err == nil && ok {
+									break
+								}
+								time.Sleep(time.Millisecond) // waits for the load, which runs in the background
+							}
+						}
+						ready = time.Since(start)
+					})
+				})
+				runtime.GC()
+				var after runtime.MemStats
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(ready.Seconds(), "s-to-ready")
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(partitions*perPartition), "heap-B/segment")
+				b.ReportMetric(p99(idle), "other-lookup-p99-idle-µs")
+				b.ReportMetric(p99(others), "other-lookup-p99-µs")
+				b.ReportMetric(p99(ownIdle), "own-write-p99-idle-µs")
+				b.ReportMetric(p99(own), "own-write-p99-µs")
+				runtime.KeepAlive(m)
+				m.Close()
+			}
+		})
 	}
 }
