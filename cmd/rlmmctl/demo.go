@@ -3,8 +3,8 @@ package main
 // demo.go: `rlmmctl demo`, a simulated Kafka cluster tiering segments
 // through the whole lifecycle against a real database, then a report. It
 // is the quickest way to see the store work, and doubles as a smoke test:
-// the simulation knows the true answer to every lookup it prints, and the
-// demo fails (exit 1) when the library answers differently.
+// every write also goes to the in-memory reference (InMemoryManager), and
+// the demo fails (exit 1) when the store answers differently.
 
 import (
 	"context"
@@ -64,8 +64,9 @@ end unless --keep, which leaves it running for psql and prints how to stop
 it. With a configured database the demo migrates it (like "migrate up") and
 adds its topics there, under fresh random topic ids.
 
-The demo checks every answer against the simulation and exits 1 when the
-store answers differently.
+Every write also goes to the library's in-memory reference manager
+(InMemoryManager); the demo checks every answer against it and exits 1 when
+the store answers differently.
 
 ` + databaseHelp,
 		Example: `  rlmmctl demo                        # throwaway cluster, deleted at the end
@@ -149,7 +150,7 @@ func (a *app) runDemo(ctx context.Context, o demoOptions) (err error) {
 
 	// The brokers: a manager each, over a pool of its own, as separate
 	// broker processes would have.
-	d := &demoRun{o: o}
+	d := &demoRun{o: o, reference: remotestorage.NewInMemoryManager()}
 	for range o.brokers {
 		bp, err := openPool(ctx, src, a.scrub, 4)
 		if err != nil {
@@ -188,7 +189,7 @@ func (a *app) runDemo(ctx context.Context, o demoOptions) (err error) {
 	a.reportOpenData(src, cluster, o.keep)
 
 	if len(d.unexpected) > 0 {
-		return fmt.Errorf("the store answered %d times differently than the simulation expects:\n  %s",
+		return fmt.Errorf("the store answered %d times differently than the in-memory reference:\n  %s",
 			len(d.unexpected), strings.Join(d.unexpected, "\n  "))
 	}
 	return nil

@@ -1,8 +1,8 @@
 package main
 
 // demo_report.go: the demo's report: what the store holds, the refused
-// writes, lookups and highest offsets checked against the simulation, and
-// how to open the data.
+// writes, lookups and highest offsets checked against the in-memory
+// reference, and how to open the data.
 
 import (
 	"context"
@@ -72,7 +72,7 @@ type demoLookup struct {
 }
 
 // reportLookups asks the store through a broker's manager, as a fetch from
-// remote storage would, and checks every answer against the simulation.
+// remote storage would, and checks every answer against the reference's.
 func (d *demoRun) reportLookups(ctx context.Context, a *app) error {
 	out := a.stdout
 	p := d.topics[0].partitions[0] // the partition with an upload and a deletion in flight
@@ -112,7 +112,10 @@ func (d *demoRun) reportLookups(ctx context.Context, a *app) error {
 		if err != nil {
 			return err
 		}
-		want := l.p.expectedLookup(l.epoch, l.offset)
+		want, wantFound, err := d.reference.RemoteLogSegmentMetadata(ctx, l.p.tp, l.epoch, l.offset)
+		if err != nil {
+			return err
+		}
 		where := fmt.Sprintf("%s-%d epoch %d offset %d", l.p.tp.Topic, l.p.tp.Partition, l.epoch, l.offset)
 		if found {
 			first, lastOff := epochRangeOf(got, l.epoch)
@@ -122,13 +125,13 @@ func (d *demoRun) reportLookups(ctx context.Context, a *app) error {
 			fmt.Fprintf(out, "  MISS  %s → no segment: %s\n", where, l.why)
 		}
 		switch {
-		case want == nil && found:
-			d.unexpected = append(d.unexpected, where+": the store found segment "+got.SegmentID.ID.String()+", the simulation expects a miss")
-		case want != nil && !found:
-			d.unexpected = append(d.unexpected, where+": the store missed, the simulation expects segment "+want.meta.SegmentID.ID.String())
-		case want != nil && got.SegmentID.ID != want.meta.SegmentID.ID:
-			d.unexpected = append(d.unexpected, where+": the store found segment "+got.SegmentID.ID.String()+
-				", the simulation expects "+want.meta.SegmentID.ID.String())
+		case !wantFound && found:
+			d.disagree(where + ": the store found segment " + got.SegmentID.ID.String() + ", the in-memory reference misses")
+		case wantFound && !found:
+			d.disagree(where + ": the store missed, the in-memory reference finds segment " + want.SegmentID.ID.String())
+		case wantFound && got.SegmentID.ID != want.SegmentID.ID:
+			d.disagree(where + ": the store found segment " + got.SegmentID.ID.String() +
+				", the in-memory reference " + want.SegmentID.ID.String())
 		}
 	}
 	return nil
@@ -144,39 +147,6 @@ func epochRangeOf(s remotestorage.RemoteLogSegmentMetadata, e remotestorage.Lead
 	return -1, -1
 }
 
-// expectedLookup is the API's lookup rule over the simulation's own
-// record: the finished segment whose range of epoch e holds offset, the
-// range starting latest winning.
-func (p *demoPartition) expectedLookup(e remotestorage.LeaderEpoch, offset int64) *demoSegment {
-	if p.deleted {
-		return nil
-	}
-	var best *demoSegment
-	var bestFirst int64
-	for _, s := range p.segments {
-		if s.state != remotestorage.CopySegmentFinished {
-			continue
-		}
-		first, last := epochRangeOf(s.meta, e)
-		if first >= 0 && first <= offset && offset <= last && (best == nil || first > bestFirst) {
-			best, bestFirst = s, first
-		}
-	}
-	return best
-}
-
-// expectedHighest is HighestOffsetForEpoch over the simulation's record.
-func (p *demoPartition) expectedHighest(e remotestorage.LeaderEpoch) (int64, bool) {
-	var highest int64
-	found := false
-	for _, s := range p.segments {
-		if _, ok := s.meta.SegmentLeaderEpochs[e]; ok && s.state == remotestorage.CopySegmentFinished && !p.deleted {
-			highest, found = max(highest, s.meta.EndOffset), true
-		}
-	}
-	return highest, found
-}
-
 func (d *demoRun) reportHighestOffsets(ctx context.Context, a *app) error {
 	out := a.stdout
 	fmt.Fprintf(out, "\nHighest offsets per epoch (HighestOffsetForEpoch: the end of the last finished segment carrying the epoch)\n")
@@ -190,9 +160,12 @@ func (d *demoRun) reportHighestOffsets(ctx context.Context, a *app) error {
 				if err != nil {
 					return err
 				}
-				want, wantFound := p.expectedHighest(e)
+				want, wantFound, err := d.reference.HighestOffsetForEpoch(ctx, p.tp, e)
+				if err != nil {
+					return err
+				}
 				if found != wantFound || got != want {
-					d.unexpected = append(d.unexpected, fmt.Sprintf("highest offset of epoch %d in %s-%d: the store says %d (found %t), the simulation %d (found %t)",
+					d.disagree(fmt.Sprintf("highest offset of epoch %d in %s-%d: the store says %d (found %t), the in-memory reference %d (found %t)",
 						e, p.tp.Topic, p.tp.Partition, got, found, want, wantFound))
 				}
 				cells[e] = "none"

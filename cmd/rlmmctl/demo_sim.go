@@ -2,6 +2,8 @@ package main
 
 // demo_sim.go: the demo's simulated cluster: the plan of topics, partitions
 // and segments, and the brokers taking each partition through its lifecycle.
+// Every write also goes to an in-memory reference manager, which the report
+// checks the store's answers against.
 
 import (
 	"context"
@@ -37,7 +39,6 @@ var demoTopicNames = []string{"orders", "payments", "clickstream", "inventory", 
 type demoSegment struct {
 	meta  remotestorage.RemoteLogSegmentMetadata
 	state remotestorage.RemoteLogSegmentState
-	added bool
 }
 
 type demoPartition struct {
@@ -63,7 +64,10 @@ type demoTopic struct {
 type demoRun struct {
 	o        demoOptions
 	managers []*remotestorage.PgManager
-	topics   []*demoTopic
+	// reference takes the same writes as the store, in the same order per
+	// partition: its answers are the ones the store must give.
+	reference *remotestorage.InMemoryManager
+	topics    []*demoTopic
 
 	writes         atomic.Int64
 	partitionsDone atomic.Int64
@@ -74,7 +78,7 @@ type demoRun struct {
 }
 
 // plan lays out every topic, partition and segment before anything is
-// written, from the seed, so that the report can know the true answers.
+// written, from the seed.
 func (d *demoRun) plan() {
 	now := time.Now()
 	for ti := range d.o.topics {
@@ -178,15 +182,13 @@ func (d *demoRun) runPartition(ctx context.Context, p *demoPartition) error {
 		}
 		s.meta.BrokerID = int32(broker)
 		s.meta.EventTimestampMs = time.Now().UnixMilli()
-		if err := d.managers[broker].AddRemoteLogSegmentMetadata(ctx, s.meta); err != nil {
+		if err := d.add(ctx, broker, s.meta); err != nil {
 			return err
 		}
-		d.writes.Add(1)
-		s.added = true
 		if p.index == 0 && i == last {
 			continue // an upload still in progress
 		}
-		if err := d.update(ctx, p, s, broker, remotestorage.CopySegmentFinished); err != nil {
+		if err := d.update(ctx, s, broker, remotestorage.CopySegmentFinished); err != nil {
 			return err
 		}
 	}
@@ -194,13 +196,13 @@ func (d *demoRun) runPartition(ctx context.Context, p *demoPartition) error {
 	// Retention, by the current leader.
 	for i := range p.retained {
 		s := p.segments[i]
-		if err := d.update(ctx, p, s, p.leaders[1], remotestorage.DeleteSegmentStarted); err != nil {
+		if err := d.update(ctx, s, p.leaders[1], remotestorage.DeleteSegmentStarted); err != nil {
 			return err
 		}
 		if p.index == 0 && i == p.retained-1 {
 			continue // a deletion still in progress
 		}
-		if err := d.update(ctx, p, s, p.leaders[1], remotestorage.DeleteSegmentFinished); err != nil {
+		if err := d.update(ctx, s, p.leaders[1], remotestorage.DeleteSegmentFinished); err != nil {
 			return err
 		}
 	}
@@ -209,10 +211,7 @@ func (d *demoRun) runPartition(ctx context.Context, p *demoPartition) error {
 	// segment that retention has deleted since: refused.
 	if p.topic.index == 0 && p.index == min(1, d.o.partitions-1) {
 		s := p.segments[0]
-		err := d.managers[p.leaders[0]].UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
-			SegmentID: s.meta.SegmentID, EventTimestampMs: time.Now().UnixMilli(),
-			State: remotestorage.CopySegmentFinished, BrokerID: int32(p.leaders[0]),
-		})
+		err := d.updateSegment(ctx, p.leaders[0], s, remotestorage.CopySegmentFinished)
 		d.expectRefusal(err, remotestorage.ErrInvalidSegmentTransition, fmt.Sprintf(
 			"broker %d (stale leader of epoch 0) retries COPY_SEGMENT_FINISHED of segment %s of %s-%d, which broker %d has moved to %s",
 			p.leaders[0], s.meta.SegmentID.ID, p.tp.Topic, p.tp.Partition, p.leaders[1], s.state))
@@ -227,13 +226,11 @@ func (d *demoRun) runPartition(ctx context.Context, p *demoPartition) error {
 // deletePartition runs Kafka's partition-delete flow.
 func (d *demoRun) deletePartition(ctx context.Context, p *demoPartition) error {
 	put := func(broker int, state remotestorage.RemotePartitionDeleteState) error {
-		err := d.managers[broker].PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{
-			TopicIDPartition: p.tp, State: state, EventTimestampMs: time.Now().UnixMilli(), BrokerID: int32(broker),
+		return d.write(broker, fmt.Sprintf("broker %d puts %s for %s", broker, state, p.tp), func(w demoWriter) error {
+			return w.PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{
+				TopicIDPartition: p.tp, State: state, EventTimestampMs: time.Now().UnixMilli(), BrokerID: int32(broker),
+			})
 		})
-		if err == nil {
-			d.writes.Add(1)
-		}
-		return err
 	}
 	if err := put(controllerBroker, remotestorage.DeletePartitionMarked); err != nil {
 		return err
@@ -247,19 +244,19 @@ func (d *demoRun) deletePartition(ctx context.Context, p *demoPartition) error {
 		late.StartOffset, late.EndOffset = late.EndOffset+1, late.EndOffset+offsetsPerSegment
 		late.SegmentLeaderEpochs = map[remotestorage.LeaderEpoch]int64{1: late.StartOffset}
 		late.State = remotestorage.CopySegmentStarted
-		err := d.managers[leader].AddRemoteLogSegmentMetadata(ctx, late)
+		err := d.add(ctx, leader, late)
 		d.expectRefusal(err, remotestorage.ErrInvalidAdd, fmt.Sprintf(
 			"broker %d adds segment %d-%d to %s-%d after the topic was marked for deletion",
 			leader, late.StartOffset, late.EndOffset, p.tp.Topic, p.tp.Partition))
 	}
 	for _, s := range p.segments {
 		if s.state != remotestorage.DeleteSegmentStarted && s.state != remotestorage.DeleteSegmentFinished {
-			if err := d.update(ctx, p, s, leader, remotestorage.DeleteSegmentStarted); err != nil {
+			if err := d.update(ctx, s, leader, remotestorage.DeleteSegmentStarted); err != nil {
 				return err
 			}
 		}
 		if s.state != remotestorage.DeleteSegmentFinished {
-			if err := d.update(ctx, p, s, leader, remotestorage.DeleteSegmentFinished); err != nil {
+			if err := d.update(ctx, s, leader, remotestorage.DeleteSegmentFinished); err != nil {
 				return err
 			}
 		}
@@ -274,17 +271,67 @@ func (d *demoRun) deletePartition(ctx context.Context, p *demoPartition) error {
 	return nil
 }
 
-// update moves s to state through broker's manager.
-func (d *demoRun) update(ctx context.Context, p *demoPartition, s *demoSegment, broker int, state remotestorage.RemoteLogSegmentState) error {
-	err := d.managers[broker].UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
+// demoWriter is what the simulation writes through: a broker's PgManager,
+// and the in-memory reference.
+type demoWriter interface {
+	AddRemoteLogSegmentMetadata(context.Context, remotestorage.RemoteLogSegmentMetadata) error
+	UpdateRemoteLogSegmentMetadata(context.Context, remotestorage.RemoteLogSegmentMetadataUpdate) error
+	PutRemotePartitionDeleteMetadata(context.Context, remotestorage.RemotePartitionDeleteMetadata) error
+}
+
+// write makes one write through broker's manager, then the same write on
+// the reference, and records a disagreement when one accepts what the
+// other refuses. It returns the store's error.
+func (d *demoRun) write(broker int, what string, w func(demoWriter) error) error {
+	err := w(d.managers[broker])
+	refErr := w(d.reference)
+	if err == nil {
+		d.writes.Add(1)
+	}
+	if (err == nil) != (refErr == nil) {
+		d.disagree(fmt.Sprintf("%s: the store says %s, the in-memory reference %s", what, writeOutcome(err), writeOutcome(refErr)))
+	}
+	return err
+}
+
+func writeOutcome(err error) string {
+	if err == nil {
+		return "accepted"
+	}
+	return "refused (" + err.Error() + ")"
+}
+
+// add adds m through broker's manager and the reference.
+func (d *demoRun) add(ctx context.Context, broker int, m remotestorage.RemoteLogSegmentMetadata) error {
+	return d.write(broker, fmt.Sprintf("broker %d adds segment %s of %s", broker, m.SegmentID.ID, m.SegmentID.TopicIDPartition),
+		func(w demoWriter) error { return w.AddRemoteLogSegmentMetadata(ctx, m) })
+}
+
+// updateSegment moves s to state through broker's manager and the
+// reference; s.state stays as it was.
+func (d *demoRun) updateSegment(ctx context.Context, broker int, s *demoSegment, state remotestorage.RemoteLogSegmentState) error {
+	u := remotestorage.RemoteLogSegmentMetadataUpdate{
 		SegmentID: s.meta.SegmentID, EventTimestampMs: time.Now().UnixMilli(), State: state, BrokerID: int32(broker),
-	})
-	if err != nil {
+	}
+	return d.write(broker, fmt.Sprintf("broker %d moves segment %s of %s to %s", broker, s.meta.SegmentID.ID, s.meta.SegmentID.TopicIDPartition, state),
+		func(w demoWriter) error { return w.UpdateRemoteLogSegmentMetadata(ctx, u) })
+}
+
+// update moves s to state, which the store must accept.
+func (d *demoRun) update(ctx context.Context, s *demoSegment, broker int, state remotestorage.RemoteLogSegmentState) error {
+	if err := d.updateSegment(ctx, broker, s, state); err != nil {
 		return err
 	}
-	d.writes.Add(1)
 	s.state = state
 	return nil
+}
+
+// disagree records an answer of the store that differs from the
+// reference's.
+func (d *demoRun) disagree(what string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.unexpected = append(d.unexpected, what)
 }
 
 // expectRefusal records a write that the store must refuse with want.
