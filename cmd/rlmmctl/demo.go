@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -106,31 +105,17 @@ func (a *app) runDemo(ctx context.Context, o demoOptions) (err error) {
 	src := resolveDatabase(a.databaseURL)
 	var cluster *pgcluster.Cluster
 	if !src.configured() {
-		fmt.Fprintf(out, "  no database configured (--database-url, DATABASE_URL, PGHOST): starting a throwaway PostgreSQL cluster\n")
-		start := time.Now()
-		cluster, err = pgcluster.Start(ctx, pgcluster.Options{})
-		if err != nil {
-			return fmt.Errorf("start a throwaway cluster: %w\n(or point the demo at a database with --database-url or DATABASE_URL)", err)
-		}
-		kept := false
-		defer func() {
-			if !kept {
-				if stopErr := cluster.Stop(); stopErr != nil && err == nil {
-					err = fmt.Errorf("stop the throwaway cluster: %w", stopErr)
-				}
-			}
-		}()
-		if err := createDatabase(ctx, cluster.URL("postgres"), demoDatabase); err != nil {
+		if cluster, err = a.startThrowaway(ctx); err != nil {
 			return err
 		}
-		src = dbSource{dsn: cluster.URL(demoDatabase), from: "the throwaway cluster"}
-		fmt.Fprintf(out, "  throwaway cluster in %s, started in %s\n", filepath.Dir(cluster.DataDir()), time.Since(start).Round(time.Millisecond))
+		// Last, after the pools are closed: keep the cluster (--keep, when
+		// the demo succeeded) or stop and delete it.
 		defer func() {
-			// After the report: keep the cluster (psql) or say it is gone.
-			if err == nil {
-				kept, err = a.finishThrowaway(ctx, cluster, o.keep)
+			if finishErr := a.finishThrowaway(cluster, o.keep && err == nil); err == nil {
+				err = finishErr
 			}
 		}()
+		src = dbSource{dsn: cluster.URL(demoDatabase), from: "the throwaway cluster"}
 	} else if o.keep {
 		fmt.Fprintf(out, "  (--keep only matters for a throwaway cluster: a configured database keeps the data anyway)\n")
 	}

@@ -9,11 +9,30 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/krabka/remotestorage/internal/pgcluster"
 )
+
+// startThrowaway starts a throwaway cluster and creates demoDatabase in it.
+// On error nothing is left running.
+func (a *app) startThrowaway(ctx context.Context) (*pgcluster.Cluster, error) {
+	out := a.stdout
+	fmt.Fprintf(out, "  no database configured (--database-url, DATABASE_URL, PGHOST): starting a throwaway PostgreSQL cluster\n")
+	start := time.Now()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("start a throwaway cluster: %w\n(or point the demo at a database with --database-url or DATABASE_URL)", err)
+	}
+	if err := createDatabase(ctx, cluster.URL("postgres"), demoDatabase); err != nil {
+		_ = cluster.Stop()
+		return nil, err
+	}
+	fmt.Fprintf(out, "  throwaway cluster in %s, started in %s\n", filepath.Dir(cluster.DataDir()), time.Since(start).Round(time.Millisecond))
+	return cluster, nil
+}
 
 // createDatabase creates dbname through the maintenance database.
 func createDatabase(ctx context.Context, adminURL, dbname string) error {
@@ -28,13 +47,15 @@ func createDatabase(ctx context.Context, adminURL, dbname string) error {
 	return nil
 }
 
-// finishThrowaway keeps the throwaway cluster running (--keep) or leaves it
-// to the deferred Stop. kept reports whether the caller must not stop it.
-func (a *app) finishThrowaway(ctx context.Context, cluster *pgcluster.Cluster, keep bool) (kept bool, err error) {
+// finishThrowaway stops and deletes the throwaway cluster or, with keep,
+// leaves it running and prints how to stop and delete it.
+func (a *app) finishThrowaway(cluster *pgcluster.Cluster, keep bool) error {
 	if !keep {
-		return false, nil
+		if err := cluster.Stop(); err != nil {
+			return fmt.Errorf("stop the throwaway cluster: %w", err)
+		}
+		return nil
 	}
-	out := a.stdout
 	base := filepath.Dir(cluster.DataDir())
 	stop := fmt.Sprintf("%s -D %s stop", filepath.Join(cluster.BinDir(), "pg_ctl"), cluster.DataDir())
 	if os.Geteuid() == 0 {
@@ -47,17 +68,9 @@ func (a *app) finishThrowaway(ctx context.Context, cluster *pgcluster.Cluster, k
 	}
 	// pgcluster stops a cluster whose owner exits (its watchdog sees our
 	// end of a pipe close); detaching tells it this one is meant to live on.
-	if detacher, ok := any(cluster).(interface{ Detach() error }); ok {
-		if err := detacher.Detach(); err != nil {
-			return false, fmt.Errorf("keep the throwaway cluster: %w", err)
-		}
-		fmt.Fprintf(out, "\nThe throwaway cluster keeps running (--keep). Stop and delete it with:\n  %s && %s\n", stop, remove)
-		return true, nil
+	if err := cluster.Detach(); err != nil {
+		return fmt.Errorf("keep the throwaway cluster: %w", err)
 	}
-	// This pgcluster cannot hand its cluster over: keep it alive by staying
-	// alive ourselves.
-	fmt.Fprintf(out, "\nThe throwaway cluster runs until rlmmctl exits: press Ctrl-C to stop and delete it.\n")
-	<-ctx.Done()
-	fmt.Fprintf(out, "stopping and deleting the throwaway cluster\n")
-	return false, nil
+	fmt.Fprintf(a.stdout, "\nThe throwaway cluster keeps running (--keep). Stop and delete it with:\n  %s && %s\n", stop, remove)
+	return nil
 }
