@@ -351,12 +351,7 @@ func (c *Cluster) Stop() error {
 			}
 		}
 	}
-	if c.watchdog != nil {
-		_, _ = io.WriteString(c.wdStdin, "detach\n")
-		_ = c.wdStdin.Close()
-		_ = c.watchdog.Wait()
-		c.watchdog = nil
-	}
+	_ = c.dismissWatchdog() // the server is down and its files go next
 	for _, dir := range []string{c.baseDir, c.socketDir} {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("pgcluster: %w", err))

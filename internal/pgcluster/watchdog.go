@@ -45,14 +45,21 @@ func (c *Cluster) Detach() error {
 		return errors.New("pgcluster: cluster already stopped and removed")
 	}
 	c.removed = true
-	if c.watchdog != nil {
-		_, _ = io.WriteString(c.wdStdin, "detach\n")
-		_ = c.wdStdin.Close()
-		err := c.watchdog.Wait()
-		c.watchdog = nil
-		if err != nil {
-			return fmt.Errorf("pgcluster: watchdog: %w", err)
-		}
+	return c.dismissWatchdog()
+}
+
+// dismissWatchdog tells the watchdog to exit without touching the server,
+// and waits for it. Call it with c.mu held.
+func (c *Cluster) dismissWatchdog() error {
+	if c.watchdog == nil {
+		return nil
+	}
+	_, _ = io.WriteString(c.wdStdin, "detach\n")
+	_ = c.wdStdin.Close()
+	err := c.watchdog.Wait()
+	c.watchdog = nil
+	if err != nil {
+		return fmt.Errorf("pgcluster: watchdog: %w", err)
 	}
 	return nil
 }
