@@ -579,11 +579,3 @@ func (h *linHarness) requireLinearizable() {
 		t.Fatalf("the history is not linearizable (%s); porcupine's visualisation: %s", res, path)
 	}
 }
-
-func managersOf(bs []*broker) []rs.RemoteLogMetadataManager {
-	out := make([]rs.RemoteLogMetadataManager, len(bs))
-	for i, b := range bs {
-		out[i] = b.m
-	}
-	return out
-}
