@@ -7,7 +7,7 @@
 // (package pgcluster), so no other test sees the fault; the others use a
 // database of the shared test server (package pgtest). The fault tests are
 // not parallel, so each can check that it leaked no goroutine; the pure ones
-// are. RELIABILITY.md at the module root reports the figures these tests log.
+// are. docs/RELIABILITY.md reports the figures these tests log.
 //
 // Environment: RELIABILITY_SOAK=1 makes the randomized runs longer (make
 // reliability-soak); RLMMTEST_SEED fixes the seed of the random runs.
