@@ -94,5 +94,5 @@ soak: pg-user ## Soak: 5 minutes of mixed traffic at 8 clients, p99 and memory p
 	$(GO) run ./cmd/rlmmbench -soak $(SOAK_FLAGS)
 
 .PHONY: reliability-soak
-reliability-soak: pg-user ## Longer linearizability and differential runs (RELIABILITY_SOAK=1); figures in RELIABILITY.md.
+reliability-soak: pg-user ## Longer linearizability and differential runs (RELIABILITY_SOAK=1); figures in docs/RELIABILITY.md.
 	RELIABILITY_SOAK=1 $(GO) test -race -count=1 -timeout 40m -v -run 'Linearizable|Differential' ./reliability/

@@ -33,7 +33,7 @@ import (
 //
 //	go test -run '^$' -bench '^BenchmarkFresh$' -benchtime 3s .
 //
-// Ratios: divide the raw row's ns/op by the library row's (BENCHMARKS.md).
+// Ratios: divide the raw row's ns/op by the library row's (docs/BENCHMARKS.md).
 
 type freshDB struct {
 	dsn    string

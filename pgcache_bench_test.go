@@ -15,7 +15,7 @@ import (
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
-// The cache's figures (BENCHMARKS.md, "Cache and replica"):
+// The cache's figures (docs/BENCHMARKS.md, "Cache and replica"):
 //
 //	go test -run '^$' -bench 'Cache|RawPrimaryKey' -benchtime 3s .
 

@@ -8,8 +8,10 @@ package migrations
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -49,6 +51,31 @@ func Latest() int64 {
 		}
 	}
 	return latest
+}
+
+// Hash names the embedded migrations' content: 12 lowercase hex digits of
+// a SHA-256 over every file's name, length and bytes. What is built under
+// other migrations (pgtest's template database, rlmmbench's loaded
+// databases) carries another hash and is not reused. The digits are safe
+// in a PostgreSQL identifier.
+func Hash() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(files, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("migrations: hash: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 // NewProvider returns a goose provider over db with the embedded migrations,

@@ -24,7 +24,7 @@ import (
 // standby from the local server binaries, brokers on remotestorage.NewPool
 // over a multi-host DSN with target_session_attrs=read-write, write load
 // from several brokers, the primary killed (pg_ctl stop -m immediate) and
-// the standby promoted. RELIABILITY.md reports the figures these log.
+// the standby promoted. docs/RELIABILITY.md reports the figures these log.
 //
 // With synchronous replication no acknowledged write is lost, and caches
 // stay honest. With asynchronous replication the test cuts the standby off

@@ -324,3 +324,17 @@ func TestFaultRowLock(t *testing.T) {
 	t.Logf("row lock: %d writes gave up at their %v deadline (slowest %v), %d of them reported as ambiguous, none applied; the plain pool's abandoned write, ambiguous, applied after the lock was released: %t; writing again %v after",
 		len(errs), deadline, time.Duration(slowest.Load()).Round(time.Millisecond), unknown, ghostApplied, recovered.Round(time.Millisecond))
 }
+
+// eventually polls cond every few milliseconds until it holds or timeout
+// passes, and returns how long it took.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}

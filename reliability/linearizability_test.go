@@ -3,587 +3,134 @@ package reliability_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgcluster"
 )
 
-// Linearizability. Several brokers issue random adds, updates, partition
-// deletes and queries on a few partitions at once; every call is recorded
-// with its call and return time; porcupine then searches for an order of the
-// calls, each taking effect at one instant between its call and its return,
-// that a sequential implementation of API.md (linModel) would have answered
-// the same way. A call that failed with a store error may or may not have
-// taken effect, at any instant after it was made: the model lets it do
-// either, and its return time is set to the end of the history. The client
-// that made it continues under a new client id, so that no client has two
-// calls in flight in the history.
-//
-// Each partition has linSlots possible segments with fixed offsets and
-// epochs, chosen so that lookups often have to break ties: slots 2j and
-// 2j+1 start at the same offset, so the one whose COPY_SEGMENT_FINISHED was
-// applied last wins; the epoch-1 ranges of consecutive odd slots overlap, so
-// the latest start wins.
+const linBrokers = 8
 
-const linSlots = 10
-
-// linSlot is slot i of a partition: its offsets and epochs.
-func linSlot(i int) (start, end int64, epochs map[rs.LeaderEpoch]int64) {
-	start = int64(i/2) * 10
-	if i%2 == 0 {
-		return start, start + 9, map[rs.LeaderEpoch]int64{0: start}
+// TestLinearizableHealthy: eight brokers, each with its own pool and
+// manager, on a healthy database.
+func TestLinearizableHealthy(t *testing.T) {
+	dsn := sharedDatabase(t)
+	bs := brokers(t, dsn, linBrokers, brokerConfig{maxConns: 2})
+	h := newLinHarness(t, 3)
+	if soak() {
+		h.maxOps = 400
 	}
-	return start, start + 17, map[rs.LeaderEpoch]int64{0: start, 1: start + 5}
+	h.run(managersOf(bs), nil)
+	h.requireLinearizable()
 }
 
-// linRange is the range of epoch e in slot i (API.md "Queries").
-func linRange(i int, e rs.LeaderEpoch) (first, last int64, ok bool) {
-	start, end, epochs := linSlot(i)
-	first, ok = epochs[e]
-	if !ok {
-		return 0, 0, false
+// TestLinearizableUnderFaults: the same while the database's connections
+// are killed (pg_terminate_backend, five times 200 ms apart), the server
+// is stopped and started (pg_ctl stop -m fast), then crashes and recovers
+// (pg_ctl stop -m immediate).
+func TestLinearizableUnderFaults(t *testing.T) {
+	c, dsn := ownCluster(t, pgcluster.Options{})
+	bs := brokers(t, dsn, linBrokers, brokerConfig{maxConns: 2})
+	h := newLinHarness(t, 3)
+	h.maxOps = 1000 // until the faults are over
+	h.pace = 15 * time.Millisecond
+	if soak() {
+		h.pace = 5 * time.Millisecond
 	}
-	last = end
-	if e == 0 && len(epochs) == 2 {
-		last = start + 4
-	}
-	return first, last, true
-}
-
-type linKind uint8
-
-const (
-	linAdd linKind = iota
-	linUpdate
-	linDelete
-	linList
-	linLookup
-	linHighest
-)
-
-type linInput struct {
-	kind   linKind
-	part   int
-	slot   int
-	to     int8 // update or partition delete target
-	epoch  rs.LeaderEpoch
-	offset int64
-}
-
-func (in linInput) String() string {
-	switch in.kind {
-	case linAdd:
-		return fmt.Sprintf("p%d add s%d", in.part, in.slot)
-	case linUpdate:
-		return fmt.Sprintf("p%d update s%d to %s", in.part, in.slot, rs.RemoteLogSegmentState(in.to))
-	case linDelete:
-		return fmt.Sprintf("p%d partition delete to %s", in.part, rs.RemotePartitionDeleteState(in.to))
-	case linList:
-		return fmt.Sprintf("p%d list", in.part)
-	case linLookup:
-		return fmt.Sprintf("p%d lookup e%d o%d", in.part, in.epoch, in.offset)
-	default:
-		return fmt.Sprintf("p%d highest e%d", in.part, in.epoch)
-	}
-}
-
-// linOutput is a call's answer: "ok" or the refusal of a write, the encoded
-// answer of a query; unknown when the call failed with a store error.
-type linOutput struct {
-	unknown bool
-	res     string
-}
-
-// linState is one partition's state, comparable so that porcupine can cache
-// it. seg is -1 for a slot never added, else the segment state; addOrd and
-// finOrd order the adds and the first COPY_SEGMENT_FINISHEDs (0: not yet).
-type linState struct {
-	del        int8 // -1: no partition delete record
-	seg        [linSlots]int8
-	addOrd     [linSlots]uint8
-	finOrd     [linSlots]uint8
-	nAdd, nFin uint8
-}
-
-func linInit() linState {
-	s := linState{del: -1}
-	for i := range s.seg {
-		s.seg[i] = -1
-	}
-	return s
-}
-
-func (s linState) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "delete %d;", s.del)
-	for i, st := range s.seg {
-		if st >= 0 {
-			fmt.Fprintf(&b, " s%d:%d(a%d,f%d)", i, st, s.addOrd[i], s.finOrd[i])
-		}
-	}
-	return b.String()
-}
-
-var linSegmentNext = map[int8][]int8{0: {1, 2}, 1: {1, 2}, 2: {2, 3}, 3: {3}}
-var linDeleteNext = map[int8][]int8{-1: {0}, 0: {0, 1}, 1: {1, 2}, 2: {2}}
-
-// linApply is the sequential specification: the answer to in in state s, and
-// the state after it.
-func linApply(s linState, in linInput) (string, linState) {
-	forgotten := s.del == 2
-	switch in.kind {
-	case linAdd:
-		if s.del >= 0 || s.seg[in.slot] >= 0 {
-			return "invalid_add", s
-		}
-		s.nAdd++
-		s.seg[in.slot], s.addOrd[in.slot] = 0, s.nAdd
-		return "ok", s
-	case linUpdate:
-		from := s.seg[in.slot]
-		if from < 0 || forgotten {
-			return "not_found", s
-		}
-		if !slices.Contains(linSegmentNext[from], in.to) {
-			return "invalid_transition", s
-		}
-		s.seg[in.slot] = in.to
-		if in.to == 1 && s.finOrd[in.slot] == 0 {
-			s.nFin++
-			s.finOrd[in.slot] = s.nFin
-		}
-		return "ok", s
-	case linDelete:
-		if !slices.Contains(linDeleteNext[s.del], in.to) {
-			return "invalid_delete", s
-		}
-		s.del = in.to
-		return "ok", s
-	case linList:
-		if forgotten {
-			return "", s
-		}
-		var visible []int
-		for i, st := range s.seg {
-			if st >= 0 && st <= 2 {
-				visible = append(visible, i)
-			}
-		}
-		slices.SortFunc(visible, func(a, b int) int {
-			sa, _, _ := linSlot(a)
-			sb, _, _ := linSlot(b)
-			if sa != sb {
-				return int(sa - sb)
-			}
-			return int(s.addOrd[a]) - int(s.addOrd[b])
-		})
-		parts := make([]string, len(visible))
-		for i, v := range visible {
-			parts[i] = fmt.Sprintf("s%d:%d", v, s.seg[v])
-		}
-		return strings.Join(parts, ","), s
-	case linLookup:
-		best := -1
-		var bestFirst int64
-		for i, st := range s.seg {
-			first, last, ok := linRange(i, in.epoch)
-			if forgotten || st != 1 || !ok || in.offset < first || in.offset > last {
-				continue
-			}
-			if best < 0 || first > bestFirst || first == bestFirst && s.finOrd[i] > s.finOrd[best] {
-				best, bestFirst = i, first
-			}
-		}
-		if best < 0 {
-			return "-", s
-		}
-		return fmt.Sprintf("s%d", best), s
-	default:
-		highest := int64(-1)
-		for i, st := range s.seg {
-			_, end, epochs := linSlot(i)
-			if _, ok := epochs[in.epoch]; ok && st == 1 && !forgotten {
-				highest = max(highest, end)
-			}
-		}
-		if highest < 0 {
-			return "-", s
-		}
-		return strconv.FormatInt(highest, 10), s
-	}
-}
-
-// linModel is the specification for porcupine, partitioned by partition.
-// A failed write (unknown outcome) may leave the state as it was or apply.
-var linModel = (&porcupine.NondeterministicModel{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byPart := map[int][]porcupine.Operation{}
-		for _, op := range history {
-			p := op.Input.(linInput).part
-			byPart[p] = append(byPart[p], op)
-		}
-		var out [][]porcupine.Operation
-		for _, p := range slices.Sorted(maps.Keys(byPart)) {
-			out = append(out, byPart[p])
-		}
-		return out
-	},
-	Init: func() []any { return []any{linInit()} },
-	Step: func(state, input, output any) []any {
-		s, in, out := state.(linState), input.(linInput), output.(linOutput)
-		want, next := linApply(s, in)
-		if out.unknown {
-			if next != s {
-				return []any{s, next}
-			}
-			return []any{s}
-		}
-		if out.res != want {
-			return nil
-		}
-		return []any{next}
-	},
-	DescribeOperation: func(input, output any) string {
-		out := output.(linOutput)
-		if out.unknown {
-			return fmt.Sprintf("%s -> failed (maybe applied)", input.(linInput))
-		}
-		return fmt.Sprintf("%s -> %q", input.(linInput), out.res)
-	},
-	DescribeState: func(state any) string { return state.(linState).String() },
-}).ToModel()
-
-// linHarness drives the brokers and records the history.
-type linHarness struct {
-	t        *testing.T
-	t0       time.Time
-	timeout  time.Duration // per call
-	pace     time.Duration // pause between a client's calls
-	maxOps   int           // per broker
-	groupOps int           // a broker's calls i*groupOps… go to partition group i
-	perGroup int           // partitions per group
-	deletes  bool          // partition deletes in the last fifth of each group's calls
-	rootSeed uint64
-
-	mu         sync.Mutex
-	parts      []rs.TopicIDPartition
-	ids        [][linSlots]rs.RemoteLogSegmentID
-	slotOf     map[uuid.UUID]int
-	ops        []porcupine.Operation
-	failed     []int // indexes into ops of failed writes
-	notApplied int   // failed calls left out: queries, writes that certainly did not apply
-	clients    int
-	problems   []string
-}
-
-func newLinHarness(t *testing.T, perGroup int) *linHarness {
-	return &linHarness{t: t, slotOf: map[uuid.UUID]int{}, timeout: time.Second, maxOps: 60, groupOps: 30, perGroup: perGroup, deletes: true, rootSeed: seed(t)}
-}
-
-// partition returns partition p and its slots' ids, making them on first
-// use.
-func (h *linHarness) partition(p int) (rs.TopicIDPartition, *[linSlots]rs.RemoteLogSegmentID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for len(h.parts) <= p {
-		tp := newTP("lin", int32(len(h.parts)))
-		h.parts = append(h.parts, tp)
-		var ids [linSlots]rs.RemoteLogSegmentID
-		for i := range ids {
-			ids[i] = rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()}
-			h.slotOf[ids[i].ID] = i
-		}
-		h.ids = append(h.ids, ids)
-	}
-	return h.parts[p], &h.ids[p]
-}
-
-func (h *linHarness) now() int64 { return int64(time.Since(h.t0)) }
-
-func (h *linHarness) newClient() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.clients++
-	return h.clients - 1
-}
-
-func (h *linHarness) problem(format string, args ...any) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.problems = append(h.problems, fmt.Sprintf(format, args...))
-}
-
-// run runs one client per manager until each has made maxOps calls or stop
-// is closed.
-func (h *linHarness) run(managers []rs.RemoteLogMetadataManager, stop <-chan struct{}) {
-	h.t0 = time.Now()
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for b, m := range managers {
-		wg.Go(func() { h.client(b, m, stop) })
-	}
-	wg.Wait()
-}
+	wg.Go(func() { h.run(managersOf(bs), stop) })
 
-func (h *linHarness) client(b int, m rs.RemoteLogMetadataManager, stop <-chan struct{}) {
-	rnd := rand.New(rand.NewPCG(h.rootSeed, uint64(b)))
-	client := h.newClient()
-	for i := range h.maxOps {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		in := h.randomInput(rnd, i)
-		call := h.now()
-		out, err := h.do(b, m, in)
-		ret := h.now()
-		if out.unknown && (in.kind >= linList || !rs.OutcomeUnknown(err)) {
-			// A failed query says nothing, and neither does a write that
-			// certainly did not apply. Had it applied after all, the
-			// answers of later calls would show an effect without a cause.
-			h.mu.Lock()
-			h.notApplied++
-			h.mu.Unlock()
-			if h.pace > 0 {
-				time.Sleep(h.pace)
-			}
-			continue
-		}
-		h.mu.Lock()
-		h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret, Metadata: errText(err)})
-		if out.unknown {
-			h.failed = append(h.failed, len(h.ops)-1)
-		}
-		h.mu.Unlock()
-		if out.unknown {
-			client = h.newClient()
-		}
-		if h.pace > 0 {
-			time.Sleep(h.pace)
-		}
-	}
-}
-
-func (h *linHarness) randomInput(rnd *rand.Rand, i int) linInput {
-	// The brokers move on to a new group of partitions every groupOps
-	// calls, so that partitions in every stage of their life see the faults.
-	part := i/h.groupOps*h.perGroup + rnd.IntN(h.perGroup)
-	in := linInput{part: part, slot: rnd.IntN(linSlots), epoch: rs.LeaderEpoch(rnd.IntN(2)), offset: rnd.Int64N(60)}
-	deleteWeight := 0
-	if h.deletes && i%h.groupOps >= h.groupOps*4/5 {
-		deleteWeight = 6
-	}
-	weights := []int{25, 30, deleteWeight, 12, 20, 6}
-	n := rnd.IntN(25 + 30 + deleteWeight + 12 + 20 + 6)
-	for k, w := range weights {
-		if n < w {
-			in.kind = linKind(k)
-			break
-		}
-		n -= w
-	}
-	switch in.kind {
-	case linUpdate:
-		in.to = int8(1 + rnd.IntN(3))
-	case linDelete:
-		in.to = int8(rnd.IntN(3))
-	}
-	return in
-}
-
-// do makes the call and encodes its answer. Answers that cannot be right
-// whatever the order (a segment with fields it was never given, an error
-// no call may return) are problems of their own.
-func (h *linHarness) do(b int, m rs.RemoteLogMetadataManager, in linInput) (linOutput, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tp, ids := h.partition(in.part)
-	id := ids[in.slot]
-	var err error
-	var res string
-	switch in.kind {
-	case linAdd:
-		start, end, epochs := linSlot(in.slot)
-		err = m.AddRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadata{
-			SegmentID: id, StartOffset: start, EndOffset: end, SegmentSizeInBytes: int32(in.slot),
-			State: rs.CopySegmentStarted, SegmentLeaderEpochs: epochs, TxnIndexEmpty: true,
-		})
-		res = writeResult(err, rs.ErrInvalidAdd, "invalid_add")
-	case linUpdate:
-		err = m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{
-			SegmentID: id, State: rs.RemoteLogSegmentState(in.to), BrokerID: int32(b), EventTimestampMs: time.Now().UnixMilli(),
-		})
-		res = writeResult(err, rs.ErrSegmentNotFound, "not_found")
-		if res == "" {
-			res = writeResult(err, rs.ErrInvalidSegmentTransition, "invalid_transition")
-		}
-	case linDelete:
-		err = m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
-			TopicIDPartition: tp, State: rs.RemotePartitionDeleteState(in.to), BrokerID: int32(b), EventTimestampMs: time.Now().UnixMilli(),
-		})
-		res = writeResult(err, rs.ErrInvalidPartitionDeleteTransition, "invalid_delete")
-	case linList:
-		var list []rs.RemoteLogSegmentMetadata
-		list, err = m.ListRemoteLogSegments(ctx, tp)
-		parts := make([]string, 0, len(list))
-		for _, s := range list {
-			parts = append(parts, fmt.Sprintf("s%d:%d", h.checkSegment(in, s), s.State))
-		}
-		res = strings.Join(parts, ",")
-	case linLookup:
-		var s rs.RemoteLogSegmentMetadata
-		var found bool
-		s, found, err = m.RemoteLogSegmentMetadata(ctx, tp, in.epoch, in.offset)
-		res = "-"
-		if found {
-			res = fmt.Sprintf("s%d", h.checkSegment(in, s))
-			if s.State != rs.CopySegmentFinished {
-				h.problem("%s returned a segment in %s", in, s.State)
+	pause := func(d time.Duration) { time.Sleep(d) } // the fault script's own timing
+	pause(300 * time.Millisecond)
+	admin, err := pgx.Connect(ctx, c.URL("postgres"))
+	require.NoError(t, err)
+	for range 5 {
+		pause(200 * time.Millisecond)
+		_, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = 'rlmm' AND backend_type = 'client backend'`)
+		require.NoError(t, err)
+	}
+	require.NoError(t, admin.Close(ctx))
+	pause(300 * time.Millisecond)
+	require.NoError(t, c.Shutdown(ctx, pgcluster.Fast))
+	pause(300 * time.Millisecond)
+	require.NoError(t, c.Startup(ctx))
+	pause(500 * time.Millisecond)
+	require.NoError(t, c.Shutdown(ctx, pgcluster.Immediate))
+	require.NoError(t, c.Startup(ctx))
+	pause(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	require.NotEmpty(t, h.failed, "the faults failed no write")
+	h.requireLinearizable()
+}
+
+// TestLinearizabilityCheckerCatchesBugs runs the harness against deliberately
+// wrong managers: the check must fail, and write its visualisation.
+func TestLinearizabilityCheckerCatchesBugs(t *testing.T) {
+	t.Parallel()
+	for name, wrap := range map[string]func(m *rs.InMemoryManager) rs.RemoteLogMetadataManager{
+		// Two brokers may both win the add of one segment id.
+		"both-win-add": func(m *rs.InMemoryManager) rs.RemoteLogMetadataManager { return bothWinAdd{m} },
+		// Lists answer from a copy refreshed every fourth call.
+		"stale-list": func(m *rs.InMemoryManager) rs.RemoteLogMetadataManager {
+			return &staleList{InMemoryManager: m, cache: map[rs.TopicIDPartition][]rs.RemoteLogSegmentMetadata{}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			shared := wrap(rs.NewInMemoryManager())
+			managers := make([]rs.RemoteLogMetadataManager, linBrokers)
+			for i := range managers {
+				managers[i] = shared
 			}
-		}
-	default:
-		var o int64
-		var found bool
-		o, found, err = m.HighestOffsetForEpoch(ctx, tp, in.epoch)
-		res = "-"
-		if found {
-			res = strconv.FormatInt(o, 10)
-		}
-	}
-	if err == nil || res != "" && in.kind < linList {
-		return linOutput{res: res}, nil
-	}
-	if !errors.Is(err, rs.ErrIO) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		h.problem("%s failed with %v, which no order of calls explains", in, err)
-	}
-	return linOutput{unknown: true}, err
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-// writeResult encodes a write's answer: "ok", name for the refusal
-// sentinel, or "" for anything else.
-func writeResult(err, sentinel error, name string) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, sentinel) && !errors.Is(err, rs.ErrIO):
-		return name
-	}
-	return ""
-}
-
-// checkSegment returns the slot of a returned segment and records a problem
-// when its fields are not those the slot was added with.
-func (h *linHarness) checkSegment(in linInput, s rs.RemoteLogSegmentMetadata) int {
-	_, ids := h.partition(in.part)
-	h.mu.Lock()
-	slot, ok := h.slotOf[s.SegmentID.ID]
-	h.mu.Unlock()
-	if !ok || ids[slot] != s.SegmentID {
-		h.problem("%s returned unknown segment %s", in, s.SegmentID.ID)
-		return -1
-	}
-	start, end, epochs := linSlot(slot)
-	if s.StartOffset != start || s.EndOffset != end || len(s.SegmentLeaderEpochs) != len(epochs) || s.SegmentSizeInBytes != int32(slot) {
-		h.problem("%s returned slot %d with fields %+v", in, slot, s)
-	}
-	for e, o := range epochs {
-		if s.SegmentLeaderEpochs[e] != o {
-			h.problem("%s returned slot %d with epochs %v", in, slot, s.SegmentLeaderEpochs)
-		}
-	}
-	return slot
-}
-
-// history returns the recorded operations, failed writes returning at the
-// end of the history.
-func (h *linHarness) history() []porcupine.Operation {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var end int64
-	for _, op := range h.ops {
-		end = max(end, op.Return)
-	}
-	ops := slices.Clone(h.ops)
-	for _, i := range h.failed {
-		ops[i].Return = end + 1
-	}
-	return ops
-}
-
-// check runs porcupine over the history. Unless it is linearizable, it
-// writes the visualisation to a file and returns its path.
-func (h *linHarness) check(dir string) (porcupine.CheckResult, string) {
-	ops := h.history()
-	res, info := porcupine.CheckOperationsVerbose(linModel, ops, time.Minute)
-	if res == porcupine.Ok {
-		return res, ""
-	}
-	name := regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(h.t.Name(), "-")
-	path := filepath.Join(dir, fmt.Sprintf("porcupine-%s-%d.html", name, time.Now().UnixNano()))
-	if err := porcupine.VisualizePath(linModel, info, path); err != nil {
-		h.t.Errorf("writing the visualisation: %v", err)
-	}
-	return res, path
-}
-
-// requireLinearizable fails the test unless the history is linearizable,
-// naming the file that shows it.
-func (h *linHarness) requireLinearizable() {
-	t := h.t
-	t.Helper()
-	require.Empty(t, h.problems)
-	ops := h.history()
-	h.mu.Lock()
-	nParts := len(h.parts)
-	h.mu.Unlock()
-	counts := map[string]int{}
-	for _, op := range ops {
-		in, out := op.Input.(linInput), op.Output.(linOutput)
-		kind := []string{"add", "update", "delete", "list", "lookup", "highest"}[in.kind]
-		switch {
-		case out.unknown:
-			counts[kind+" failed"]++
-		case in.kind < linList:
-			counts[kind+" "+out.res]++
-		default:
-			counts[kind]++
-		}
-	}
-	start := time.Now()
-	res, path := h.check(os.TempDir())
-	t.Logf("linearizability: %d operations on %d partitions by %d client ids, %d failed writes that may have applied (%d failed calls left out: queries, and writes that certainly did not apply); checked in %v: %s; %v",
-		len(ops), nParts, h.clients, len(h.failed), h.notApplied, time.Since(start).Round(time.Millisecond), res, counts)
-	if res != porcupine.Ok {
-		t.Fatalf("the history is not linearizable (%s); porcupine's visualisation: %s", res, path)
+			h := newLinHarness(t, 2)
+			h.deletes = false
+			h.run(managers, nil)
+			require.Empty(t, h.problems)
+			res, path := h.check(t.TempDir())
+			require.Equal(t, porcupine.Illegal, res)
+			info, err := os.Stat(path)
+			require.NoError(t, err)
+			require.Positive(t, info.Size())
+		})
 	}
 }
 
-func managersOf(bs []*broker) []rs.RemoteLogMetadataManager {
-	out := make([]rs.RemoteLogMetadataManager, len(bs))
-	for i, b := range bs {
-		out[i] = b.m
+type bothWinAdd struct{ *rs.InMemoryManager }
+
+func (m bothWinAdd) AddRemoteLogSegmentMetadata(ctx context.Context, s rs.RemoteLogSegmentMetadata) error {
+	if err := m.InMemoryManager.AddRemoteLogSegmentMetadata(ctx, s); err != nil && !errors.Is(err, rs.ErrInvalidAdd) {
+		return err
 	}
-	return out
+	return nil
+}
+
+type staleList struct {
+	*rs.InMemoryManager
+	mu    sync.Mutex
+	calls int
+	cache map[rs.TopicIDPartition][]rs.RemoteLogSegmentMetadata
+}
+
+func (m *staleList) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) ([]rs.RemoteLogSegmentMetadata, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if list, ok := m.cache[tp]; ok && m.calls%4 != 0 {
+		return list, nil
+	}
+	list, err := m.InMemoryManager.ListRemoteLogSegments(ctx, tp)
+	m.cache[tp] = list
+	return list, err
 }

@@ -7,7 +7,7 @@
 // (package pgcluster), so no other test sees the fault; the others use a
 // database of the shared test server (package pgtest). The fault tests are
 // not parallel, so each can check that it leaked no goroutine; the pure ones
-// are. RELIABILITY.md at the module root reports the figures these tests log.
+// are. docs/RELIABILITY.md reports the figures these tests log.
 //
 // Environment: RELIABILITY_SOAK=1 makes the randomized runs longer (make
 // reliability-soak); RLMMTEST_SEED fixes the seed of the random runs.
@@ -15,9 +15,12 @@ package reliability_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/krabka/remotestorage/internal/pgtest"
@@ -32,4 +35,20 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// soak reports whether RELIABILITY_SOAK asks for the long runs.
+func soak() bool { return os.Getenv("RELIABILITY_SOAK") != "" }
+
+// seed returns RLMMTEST_SEED or a fresh seed, logged for reproduction.
+func seed(t *testing.T) uint64 {
+	t.Helper()
+	if v := os.Getenv("RLMMTEST_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "RLMMTEST_SEED")
+		return s
+	}
+	s := rand.Uint64()
+	t.Logf("seed %d (reproduce with RLMMTEST_SEED=%d)", s, s)
+	return s
 }

@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -385,4 +386,17 @@ func requireWorkloadErrors(t *testing.T, w *workload) {
 			}
 		}
 	}
+}
+
+// requireFaultError checks what a call may fail with while the database
+// misbehaves: ErrIO, or the caller's own context error; never a refusal.
+func requireFaultError(t *testing.T, err error, what string) {
+	t.Helper()
+	if errors.Is(err, rs.ErrIO) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		for _, refusal := range []error{rs.ErrInvalidAdd, rs.ErrSegmentNotFound, rs.ErrInvalidSegmentTransition, rs.ErrInvalidPartitionDeleteTransition, rs.ErrNotReady} {
+			require.NotErrorIs(t, err, refusal, what)
+		}
+		return
+	}
+	t.Fatalf("%s: %v is neither ErrIO nor a context error", what, err)
 }

@@ -15,18 +15,15 @@
 //	go run ./cmd/rlmmbench -segments 10000000  # 10M
 //	go run ./cmd/rlmmbench -soak -soak-duration 5m
 //
-// See BENCHMARKS.md for the figures and what bounds them.
+// See docs/BENCHMARKS.md for the figures and what bounds them.
 package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"net/url"
 	"os"
@@ -288,36 +285,29 @@ type database struct {
 // -reuse never measures stale data.
 const shapeVersion = "2"
 
-func (d database) marker() string {
+// marker names what a loaded database holds: a database loaded by another
+// shape version, under other migrations or with other shapes is not reused.
+func (d database) marker() (string, error) {
+	hash, err := migrations.Hash()
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
-	b.WriteString("v" + shapeVersion + " schema " + migrationsHash())
+	b.WriteString("v" + shapeVersion + " schema " + hash)
 	for _, s := range d.shapes {
 		fmt.Fprintf(&b, " %s:%dx%d", s.name, s.partitions, s.perPartition)
 	}
-	return b.String()
-}
-
-// migrationsHash names the embedded migrations' content: a database loaded
-// under other migrations is not reused.
-func migrationsHash() string {
-	h := sha256.New()
-	_ = fs.WalkDir(migrations.FS(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.FS(), path)
-		h.Write([]byte(path))
-		h.Write(b)
-		return err
-	})
-	return hex.EncodeToString(h.Sum(nil))[:8]
+	return b.String(), nil
 }
 
 // prepareDatabase creates, migrates and loads a database, or reuses one an
 // earlier run left with the same marker.
 func prepareDatabase(ctx context.Context, cfg config, srv *server, name string, shapes ...shape) (database, func(), error) {
 	d := database{name: name, shapes: shapes}
-	var err error
+	marker, err := d.marker()
+	if err != nil {
+		return d, nil, err
+	}
 	if d.dsn, err = srv.dsn(name); err != nil {
 		return d, nil, err
 	}
@@ -342,9 +332,9 @@ func prepareDatabase(ctx context.Context, cfg config, srv *server, name string, 
 	}
 	if cfg.reuse {
 		if pool, err := pgxpool.New(ctx, d.dsn); err == nil {
-			var marker string
-			err := pool.QueryRow(ctx, "SELECT marker FROM rlmmbench_loaded").Scan(&marker)
-			if err == nil && marker == d.marker() {
+			var loaded string
+			err := pool.QueryRow(ctx, "SELECT marker FROM rlmmbench_loaded").Scan(&loaded)
+			if err == nil && loaded == marker {
 				logf("reusing database %s (%s)", name, marker)
 				err = rs.Migrate(ctx, pool) // migrations added since it was loaded
 				if err == nil {
@@ -375,14 +365,14 @@ func prepareDatabase(ctx context.Context, cfg config, srv *server, name string, 
 	if err := rs.Migrate(ctx, pool); err != nil {
 		return d, drop, err
 	}
-	logf("loading %s: %s", name, d.marker())
+	logf("loading %s: %s", name, marker)
 	if err := loadShapes(ctx, pool, cfg.loadWorkers, shapes...); err != nil {
 		return d, drop, err
 	}
 	if _, err := pool.Exec(ctx, "CREATE TABLE rlmmbench_loaded (marker text NOT NULL)"); err != nil {
 		return d, drop, err
 	}
-	if _, err := pool.Exec(ctx, "INSERT INTO rlmmbench_loaded VALUES ($1)", d.marker()); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO rlmmbench_loaded VALUES ($1)", marker); err != nil {
 		return d, drop, err
 	}
 	return d, drop, prewarm(ctx, pool)

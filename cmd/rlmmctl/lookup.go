@@ -57,11 +57,12 @@ an answer, not a failure: scripts test $? = 3); 1 when the lookup failed.
 			case offset < 0:
 				return usageErrorf("--offset %d: offsets start at 0", offset)
 			}
-			_, m, tp, closeManager, err := a.openPartition(ctx, &pf)
+			op, err := a.openPartition(ctx, &pf)
 			if err != nil {
 				return err
 			}
-			defer closeManager()
+			defer op.Close()
+			m, tp := op.m, op.tp
 			seg, found, err := m.RemoteLogSegmentMetadata(ctx, tp, remotestorage.LeaderEpoch(epoch), offset)
 			if err != nil {
 				return err
@@ -131,11 +132,12 @@ segments at all (without it); 1 on failure.
 			if oneEpoch && epoch < 0 {
 				return usageErrorf("--epoch %d: leader epochs start at 0", epoch)
 			}
-			_, m, tp, closeManager, err := a.openPartition(ctx, &pf)
+			op, err := a.openPartition(ctx, &pf)
 			if err != nil {
 				return err
 			}
-			defer closeManager()
+			defer op.Close()
+			m, tp := op.m, op.tp
 			epochs := []remotestorage.LeaderEpoch{remotestorage.LeaderEpoch(epoch)}
 			if !oneEpoch {
 				segs, err := m.ListRemoteLogSegments(ctx, tp)

@@ -43,19 +43,32 @@ func (a *app) openManager(ctx context.Context) (*pgxpool.Pool, *remotestorage.Pg
 	return pool, m, nil
 }
 
-// openPartition opens a manager (see openManager) and resolves the
-// partition the flags name. close releases both.
-func (a *app) openPartition(ctx context.Context, pf *partitionFlags) (pool *pgxpool.Pool, m *remotestorage.PgManager, tp remotestorage.TopicIDPartition, close func(), err error) {
-	pool, m, err = a.openManager(ctx)
+// openedPartition is a manager over a pool of its own (see openManager) and
+// the partition the flags name.
+type openedPartition struct {
+	pool *pgxpool.Pool
+	m    *remotestorage.PgManager
+	tp   remotestorage.TopicIDPartition
+}
+
+// Close releases the manager and the pool.
+func (p *openedPartition) Close() {
+	p.m.Close()
+	p.pool.Close()
+}
+
+// openPartition opens a manager and resolves the partition the flags name.
+func (a *app) openPartition(ctx context.Context, pf *partitionFlags) (*openedPartition, error) {
+	pool, m, err := a.openManager(ctx)
 	if err != nil {
-		return nil, nil, tp, nil, err
+		return nil, err
 	}
-	close = func() { m.Close(); pool.Close() }
-	if tp, err = pf.resolve(ctx, pool); err != nil {
-		close()
-		return nil, nil, tp, nil, err
+	p := &openedPartition{pool: pool, m: m}
+	if p.tp, err = pf.resolve(ctx, pool); err != nil {
+		p.Close()
+		return nil, err
 	}
-	return pool, m, tp, close, nil
+	return p, nil
 }
 
 func (a *app) segmentsListCommand() *cobra.Command {
@@ -104,11 +117,12 @@ EPOCHS shows each leader epoch's offset range inside the segment
 				}
 				wantState = &s
 			}
-			_, m, tp, closeManager, err := a.openPartition(ctx, &pf)
+			op, err := a.openPartition(ctx, &pf)
 			if err != nil {
 				return err
 			}
-			defer closeManager()
+			defer op.Close()
+			m, tp := op.m, op.tp
 			var segs []remotestorage.RemoteLogSegmentMetadata
 			if byEpoch {
 				segs, err = m.ListRemoteLogSegmentsByEpoch(ctx, tp, remotestorage.LeaderEpoch(epoch))

@@ -183,11 +183,12 @@ heard of the partition.
 			if !cmd.Flags().Changed("event-time-ms") {
 				eventTimeMs = time.Now().UnixMilli()
 			}
-			pool, m, tp, closeManager, err := a.openPartition(ctx, &pf)
+			op, err := a.openPartition(ctx, &pf)
 			if err != nil {
 				return err
 			}
-			defer closeManager()
+			defer op.Close()
+			pool, m, tp := op.pool, op.m, op.tp
 			var current *int16
 			err = pool.QueryRow(ctx, `SELECT delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition).Scan(&current)
 			if errors.Is(err, pgx.ErrNoRows) {

@@ -29,7 +29,6 @@
 package pgcluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +38,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -109,47 +107,6 @@ type Cluster struct {
 	removed  bool
 	watchdog *exec.Cmd
 	wdStdin  io.WriteCloser
-}
-
-// FindBinDir returns the directory of the PostgreSQL server binaries:
-// "pg_config --bindir" when pg_config is on PATH and that directory holds
-// initdb, else the highest version under /usr/lib/postgresql/*/bin.
-func FindBinDir() (string, error) {
-	if pgConfig, err := exec.LookPath("pg_config"); err == nil {
-		out, err := exec.Command(pgConfig, "--bindir").Output()
-		dir := strings.TrimSpace(string(out))
-		// Debian's pg_config may come from libpq-dev and name a directory
-		// without server binaries, so check for them.
-		if err == nil && hasServerBinaries(dir) {
-			return dir, nil
-		}
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	best, bestVersion := "", -1
-	for _, dir := range dirs {
-		v, err := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
-		if err == nil && v > bestVersion && hasServerBinaries(dir) {
-			best, bestVersion = dir, v
-		}
-	}
-	if best == "" {
-		return "", errors.New("pgcluster: no PostgreSQL server binaries found " +
-			"(neither pg_config --bindir nor /usr/lib/postgresql/*/bin has initdb, pg_ctl and postgres); " +
-			"install them, e.g. apt-get install postgresql")
-	}
-	return best, nil
-}
-
-func hasServerBinaries(dir string) bool {
-	if dir == "" {
-		return false
-	}
-	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.IsDir() {
-			return false
-		}
-	}
-	return true
 }
 
 // Start creates a cluster with initdb in a new temporary directory and starts
@@ -282,89 +239,6 @@ func prepare(opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// StartStandby starts a hot standby of primary: a base backup taken with
-// pg_basebackup -R (so it streams from primary), in a new temporary
-// directory, on its own socket (and TCP port with Options.TCP). Call
-// [Cluster.Stop] when done; stop the standby before the primary.
-func StartStandby(ctx context.Context, primary *Cluster, opts Options) (_ *Cluster, err error) {
-	if opts.BinDir == "" {
-		opts.BinDir = primary.binDir
-	}
-	c, err := prepare(opts)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = c.Stop()
-		}
-	}()
-	if _, err := c.run(ctx, "pg_basebackup", "-D", c.dataDir, "-R", "-X", "stream", "-c", "fast",
-		"-h", primary.socketDir, "-p", strconv.Itoa(primary.port), "-U", "postgres"); err != nil {
-		return nil, err
-	}
-	if opts.TCP {
-		if c.port, err = freePort(); err != nil {
-			return nil, err
-		}
-	}
-	// The backup carries the primary's pgcluster.conf: this one's listen
-	// settings replace it.
-	if err := c.writeFile(filepath.Join(c.dataDir, "pgcluster.conf"), c.conf(opts.ExtraConf)); err != nil {
-		return nil, err
-	}
-	if err := c.Startup(ctx); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// serverCredential returns whom to run the binaries as: nil (the current
-// user) unless we are root, then the "postgres" OS user.
-func serverCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("pgcluster: running as root, and PostgreSQL refuses to run as root; "+
-			"an unprivileged OS user named \"postgres\" is needed to run it (create one: useradd postgres): %w", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("pgcluster: user postgres: %w", err)
-	}
-	if uid == 0 {
-		return nil, errors.New("pgcluster: the OS user \"postgres\" has uid 0; PostgreSQL refuses to run as root")
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// checkReachable reports a clear error when the server user cannot traverse
-// every parent of dir (a TMPDIR under /root, say); initdb would fail later
-// with a less obvious message.
-func checkReachable(dir string, cred *syscall.Credential) error {
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("pgcluster: %w", err)
-		}
-		mode := fi.Mode().Perm()
-		ok := mode&0o001 != 0
-		if st, isUnix := fi.Sys().(*syscall.Stat_t); isUnix {
-			ok = ok || (st.Uid == cred.Uid && mode&0o100 != 0) || (st.Gid == cred.Gid && mode&0o010 != 0)
-		}
-		if !ok {
-			return fmt.Errorf("pgcluster: the server user (uid %d) cannot reach %s because %s has mode %v; "+
-				"set TMPDIR to a directory it can traverse, such as /tmp", cred.Uid, dir, p, mode)
-		}
-		if p == filepath.Dir(p) {
-			return nil
-		}
-	}
-}
-
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -372,22 +246,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// writeTLS writes the server certificate and key into the data directory
-// (the key readable by the server user only, as PostgreSQL demands) and
-// returns opts.ExtraConf with the settings that use them.
-func (c *Cluster) writeTLS(opts Options) (map[string]string, error) {
-	cert, key := filepath.Join(c.dataDir, "server.crt"), filepath.Join(c.dataDir, "server.key")
-	if err := c.writeFile(cert, string(opts.TLSCert)); err != nil {
-		return nil, err
-	}
-	if err := c.writeFile(key, string(opts.TLSKey)); err != nil {
-		return nil, err
-	}
-	conf := map[string]string{"ssl": "on", "ssl_cert_file": cert, "ssl_key_file": key}
-	maps.Copy(conf, opts.ExtraConf)
-	return conf, nil
 }
 
 // conf renders pgcluster.conf: listen settings, defaults, then extra.
@@ -421,62 +279,6 @@ func (c *Cluster) writeFile(name, content string) error {
 			return fmt.Errorf("pgcluster: %w", err)
 		}
 	}
-	return nil
-}
-
-// command builds a command that runs as the server user in baseDir, with no
-// PG* variables from our environment.
-func (c *Cluster) command(ctx context.Context, path string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Dir = c.baseDir
-	env := []string{"HOME=" + c.baseDir, "LC_ALL=C", "PGDATA=" + c.dataDir}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "HOME=") &&
-			!strings.HasPrefix(kv, "LC_") && !strings.HasPrefix(kv, "LANG") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	// A server started without -l would keep our output pipes open.
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
-}
-
-// run runs one of the cluster's binaries and returns its combined output.
-func (c *Cluster) run(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := c.command(ctx, filepath.Join(c.binDir, name), args...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("pgcluster: %s %s: %w\n%s", name, strings.Join(args, " "), err,
-			strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
-}
-
-// startWatchdog starts a shell, as the server user and in its own process
-// group (so a terminal's ^C reaches only us), that waits on a pipe from this
-// process. "detach" on the pipe makes it exit; EOF (we died) makes it stop the
-// server and remove the directories.
-func (c *Cluster) startWatchdog() error {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		return nil // best effort: Stop still cleans up
-	}
-	script := `read -r line; [ "$line" = detach ] && exit 0
-"$0" stop -D "$1" -m immediate -w -t 30 >/dev/null 2>&1
-rm -rf "$2" "$3"`
-	cmd := c.command(context.Background(), sh, "-c", script,
-		filepath.Join(c.binDir, "pg_ctl"), c.dataDir, c.baseDir, c.socketDir)
-	cmd.SysProcAttr.Setpgid = true
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return fmt.Errorf("pgcluster: watchdog: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pgcluster: watchdog: %w", err)
-	}
-	c.watchdog, c.wdStdin = cmd, stdin
 	return nil
 }
 
@@ -526,115 +328,6 @@ func (c *Cluster) Restart(ctx context.Context, mode ShutdownMode) error {
 	return c.Startup(ctx)
 }
 
-// Kill sends SIGKILL to the postmaster, as the OOM killer would, and waits
-// until no server process of the cluster is left (the backends notice the
-// postmaster's death and exit). [Cluster.Startup] then runs crash recovery.
-func (c *Cluster) Kill(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	pid := c.pid()
-	if pid == 0 {
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("pgcluster: kill postmaster %d: %w", pid, err)
-	}
-	// Backends hold the data directory until they exit, and a new postmaster
-	// refuses to start while they do, or while the old pid exists at all: it
-	// checks with kill(pid, 0), which succeeds on a zombie not yet reaped by
-	// init. If the zombie stays (an init that does not reap), remove the
-	// stale lock file, which is safe once every process is dead.
-	deadSince := time.Time{}
-	for {
-		if !processAlive(pid) && !c.backendsAlive() {
-			if syscall.Kill(pid, 0) != nil {
-				return nil
-			}
-			if deadSince.IsZero() {
-				deadSince = time.Now()
-			} else if time.Since(deadSince) > 3*time.Second {
-				if err := os.Remove(filepath.Join(c.dataDir, "postmaster.pid")); err != nil {
-					return fmt.Errorf("pgcluster: %w", err)
-				}
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("pgcluster: waiting for the killed server to exit: %w", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// backendsAlive reports whether a process still works in our data directory
-// (every server process chdirs there). It reads /proc; elsewhere it reports
-// false.
-func (c *Cluster) backendsAlive() bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err == nil && cwd == c.dataDir && processAlive(pid) {
-			return true
-		}
-	}
-	return false
-}
-
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	if err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	// A zombie is dead for our purposes.
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z'
-	}
-	return true
-}
-
-// pid returns the postmaster's pid from postmaster.pid, or 0 when the server
-// is not running.
-func (c *Cluster) pid() int {
-	b, err := os.ReadFile(filepath.Join(c.dataDir, "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || pid <= 0 || !processAlive(pid) {
-		return 0
-	}
-	return pid
-}
-
-// Running reports whether the postmaster is running.
-func (c *Cluster) Running() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pid() != 0
-}
-
-// PgCtl runs pg_ctl as the server user with PGDATA set to the data directory
-// and returns its combined output, e.g. PgCtl(ctx, "status"). Give "start"
-// a "-l" log file, or the server's output holds pg_ctl's pipe open.
-func (c *Cluster) PgCtl(ctx context.Context, args ...string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.run(ctx, "pg_ctl", args...)
-}
-
 // Stop stops the server (fast, falling back to immediate, then SIGKILL) and
 // removes the data, socket and log. It is idempotent and safe to call on a
 // half-started cluster; the first call does the work.
@@ -658,12 +351,7 @@ func (c *Cluster) Stop() error {
 			}
 		}
 	}
-	if c.watchdog != nil {
-		_, _ = io.WriteString(c.wdStdin, "detach\n")
-		_ = c.wdStdin.Close()
-		_ = c.watchdog.Wait()
-		c.watchdog = nil
-	}
+	_ = c.dismissWatchdog() // the server is down and its files go next
 	for _, dir := range []string{c.baseDir, c.socketDir} {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("pgcluster: %w", err))
@@ -673,28 +361,6 @@ func (c *Cluster) Stop() error {
 		errs = append(errs, errors.New("pgcluster: the server is still running"))
 	}
 	return errors.Join(errs...)
-}
-
-// Detach leaves the server running after this process exits (rlmmctl demo
-// --keep): the watchdog is dismissed and Stop becomes a no-op. Stopping and
-// removing the cluster is then the caller's business (pg_ctl stop, rm -rf).
-func (c *Cluster) Detach() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.removed {
-		return errors.New("pgcluster: cluster already stopped and removed")
-	}
-	c.removed = true
-	if c.watchdog != nil {
-		_, _ = io.WriteString(c.wdStdin, "detach\n")
-		_ = c.wdStdin.Close()
-		err := c.watchdog.Wait()
-		c.watchdog = nil
-		if err != nil {
-			return fmt.Errorf("pgcluster: watchdog: %w", err)
-		}
-	}
-	return nil
 }
 
 // URL returns a pgx DSN for dbname over the unix socket, e.g.

@@ -7,6 +7,43 @@ import (
 	"strconv"
 )
 
+// StartStandby starts a hot standby of primary: a base backup taken with
+// pg_basebackup -R (so it streams from primary), in a new temporary
+// directory, on its own socket (and TCP port with Options.TCP). Call
+// [Cluster.Stop] when done; stop the standby before the primary.
+func StartStandby(ctx context.Context, primary *Cluster, opts Options) (_ *Cluster, err error) {
+	if opts.BinDir == "" {
+		opts.BinDir = primary.binDir
+	}
+	c, err := prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	if _, err := c.run(ctx, "pg_basebackup", "-D", c.dataDir, "-R", "-X", "stream", "-c", "fast",
+		"-h", primary.socketDir, "-p", strconv.Itoa(primary.port), "-U", "postgres"); err != nil {
+		return nil, err
+	}
+	if opts.TCP {
+		if c.port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	// The backup carries the primary's pgcluster.conf: this one's listen
+	// settings replace it.
+	if err := c.writeFile(filepath.Join(c.dataDir, "pgcluster.conf"), c.conf(opts.ExtraConf)); err != nil {
+		return nil, err
+	}
+	if err := c.Startup(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // Promote turns a hot standby into a primary (pg_ctl promote) and waits
 // until it accepts writes.
 func (c *Cluster) Promote(ctx context.Context) error {

@@ -8,8 +8,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
+	"path/filepath"
 	"time"
 )
 
@@ -83,6 +85,22 @@ func (ca *CA) Issue(hosts ...string) (certPEM, keyPEM []byte, err error) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// writeTLS writes the server certificate and key into the data directory
+// (the key readable by the server user only, as PostgreSQL demands) and
+// returns opts.ExtraConf with the settings that use them.
+func (c *Cluster) writeTLS(opts Options) (map[string]string, error) {
+	cert, key := filepath.Join(c.dataDir, "server.crt"), filepath.Join(c.dataDir, "server.key")
+	if err := c.writeFile(cert, string(opts.TLSCert)); err != nil {
+		return nil, err
+	}
+	if err := c.writeFile(key, string(opts.TLSKey)); err != nil {
+		return nil, err
+	}
+	conf := map[string]string{"ssl": "on", "ssl_cert_file": cert, "ssl_key_file": key}
+	maps.Copy(conf, opts.ExtraConf)
+	return conf, nil
 }
 
 func serial() *big.Int {

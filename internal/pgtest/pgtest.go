@@ -33,10 +33,8 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"os/signal"
@@ -332,37 +330,16 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	return pgx.Connect(ctx, dsn)
 }
 
-// migrationsHash is a short hash of the migration files' names and contents.
-func migrationsHash() (string, error) {
-	h := sha256.New()
-	err := fs.WalkDir(migrations.FS(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.FS(), path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("pgtest: hash migrations: %w", err)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:12], nil
-}
-
 // ensureTemplate returns the name of the template database for the current
 // migrations, building it if no finished one exists. A template is finished
 // when it is marked IS_TEMPLATE, which happens last, so one left half-built by
 // a killed test binary is dropped and rebuilt.
 func ensureTemplate(ctx context.Context, conn *pgx.Conn, adminURL string) (string, error) {
-	hash, err := migrationsHash()
+	hash, err := migrations.Hash()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("pgtest: %w", err)
 	}
-	name := "pgtest_tmpl_" + hash
+	name := "pgtest_tmpl_" + hash // a valid identifier: Hash is hex digits
 	ident := pgx.Identifier{name}.Sanitize()
 
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLockKey); err != nil {

@@ -1,8 +1,8 @@
 package remotestorage_test
 
-// The README's "For DBAs" queries run against a seeded database, so the
-// README cannot go stale; and every table, view and column of the schema
-// carries a comment for psql's \d+.
+// The queries of docs/DBA.md run against a seeded database, so the guide
+// cannot go stale; and every table, view and column of the schema carries a
+// comment for psql's \d+.
 
 import (
 	"context"
@@ -21,7 +21,14 @@ import (
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
-// dbaQuery is one ```sql block of the README's "For DBAs" section.
+// dbaGuide is the DBA's guide, relative to the module root (the tests' working
+// directory); dbaQueriesHeading opens the section whose queries run here.
+const (
+	dbaGuide          = "docs/DBA.md"
+	dbaQueriesHeading = "## Queries"
+)
+
+// dbaQuery is one ```sql block of the guide's Queries section.
 type dbaQuery struct {
 	heading string // the ### heading above it
 	sql     string
@@ -30,16 +37,22 @@ type dbaQuery struct {
 // noRowsMarker in a query says that it must return no rows (a check).
 const noRowsMarker = "-- Expect no rows."
 
-// readmeDBAQueries extracts the ```sql blocks of the "## For DBAs" section.
-func readmeDBAQueries(t *testing.T) []dbaQuery {
+// dbaQueriesSection returns the guide's Queries section, up to the next
+// "## " heading.
+func dbaQueriesSection(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("README.md")
+	guide, err := os.ReadFile(dbaGuide)
 	require.NoError(t, err)
-	_, section, found := strings.Cut(string(readme), "\n## For DBAs\n")
-	require.True(t, found, `README.md has no "## For DBAs" section`)
-	if end := strings.Index(section, "\n## "); end >= 0 {
-		section = section[:end]
-	}
+	_, section, found := strings.Cut(string(guide), "\n"+dbaQueriesHeading+"\n")
+	require.True(t, found, "%s has no %q section", dbaGuide, dbaQueriesHeading)
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
+// dbaQueries extracts the ```sql blocks of the guide's Queries section.
+func dbaQueries(t *testing.T) []dbaQuery {
+	t.Helper()
+	section := dbaQueriesSection(t)
 	var queries []dbaQuery
 	heading := ""
 	var block *strings.Builder
@@ -51,7 +64,7 @@ func readmeDBAQueries(t *testing.T) []dbaQuery {
 		case block != nil:
 			block.WriteString(line + "\n")
 		case strings.TrimSpace(line) == "```sql":
-			require.NotEmpty(t, heading, "a query of the For DBAs section has no ### heading above it")
+			require.NotEmpty(t, heading, "a query of the Queries section has no ### heading above it")
 			block = &strings.Builder{}
 		case strings.HasPrefix(line, "### "):
 			heading = strings.TrimPrefix(line, "### ")
@@ -113,10 +126,10 @@ func seedDBAData(t *testing.T, pool *pgxpool.Pool) {
 	require.NoError(t, err)
 }
 
-func TestReadmeDBAQueries(t *testing.T) {
+func TestDBAQueries(t *testing.T) {
 	t.Parallel()
-	queries := readmeDBAQueries(t)
-	require.GreaterOrEqual(t, len(queries), 10, "the README promises at least ten DBA queries")
+	queries := dbaQueries(t)
+	require.GreaterOrEqual(t, len(queries), 10, dbaGuide+" promises ready queries: at least ten")
 	pool := pgtest.NewPool(t)
 	seedDBAData(t, pool)
 	ctx := t.Context()
@@ -177,18 +190,30 @@ func TestReadmeDBAQueries(t *testing.T) {
 	}
 }
 
-// TestReadmeDBAQueriesExtraction: the extraction sees what a reader sees.
-func TestReadmeDBAQueriesExtraction(t *testing.T) {
+// TestDBAQueriesExtraction: the extraction sees what a reader sees.
+func TestDBAQueriesExtraction(t *testing.T) {
 	t.Parallel()
-	queries := readmeDBAQueries(t)
-	readme, err := os.ReadFile("README.md")
-	require.NoError(t, err)
-	_, section, _ := strings.Cut(string(readme), "\n## For DBAs\n")
-	section, _, _ = strings.Cut(section, "\n## ")
-	require.Equal(t, strings.Count(section, "```sql"), len(queries))
+	queries := dbaQueries(t)
+	require.Equal(t, strings.Count(dbaQueriesSection(t), "```sql"), len(queries))
 	for _, q := range queries {
 		require.True(t, strings.HasSuffix(strings.TrimSpace(q.sql), ";"), "end %q with a semicolon, for psql", q.heading)
 	}
+}
+
+// TestRepairGuideIsWhereTheHintsSay: the guard triggers' HINTs (migrations
+// 00002 and 00004) say 'see README, "Repairing by hand"'; the README keeps
+// that heading, pointing at the guide's section.
+func TestRepairGuideIsWhereTheHintsSay(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, section, found := strings.Cut(string(readme), "\n### Repairing by hand\n")
+	require.True(t, found, `README.md has no "### Repairing by hand" heading`)
+	section, _, _ = strings.Cut(section, "\n#")
+	require.Contains(t, section, "("+dbaGuide+"#repairing-by-hand)")
+	guide, err := os.ReadFile(dbaGuide)
+	require.NoError(t, err)
+	require.Contains(t, string(guide), "\n## Repairing by hand\n")
 }
 
 // TestSchemaIsCommented: every table, view and column of the schema has a
