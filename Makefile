@@ -37,7 +37,7 @@ fuzz: pg-user ## Run each fuzz target briefly (FUZZTIME=15s).
 
 .PHONY: lint
 lint: ## gofmt and go vet.
-	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^db/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^internal/db/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
 $(SQLC):
@@ -46,11 +46,11 @@ $(SQLC):
 	mv $(BIN)/sqlc $(SQLC)
 
 .PHONY: generate
-generate: $(SQLC) ## Regenerate db/ from queries/ and migrations/ with sqlc.
+generate: $(SQLC) ## Regenerate internal/db/ from queries/ and migrations/ with sqlc.
 	$(SQLC) generate
 
 .PHONY: check-generated
-check-generated: $(SQLC) ## Fail when db/ differs from what sqlc generates.
+check-generated: $(SQLC) ## Fail when internal/db/ differs from what sqlc generates.
 	$(SQLC) diff
 
 .PHONY: test-deps

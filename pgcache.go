@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/db"
 )
 
 // WithReadReplica sends queries (not writes) to replica, a hot standby of the

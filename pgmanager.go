@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/db"
 )
 
 // PgManager is a RemoteLogMetadataManager that keeps the metadata in

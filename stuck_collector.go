@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/db"
 )
 
 // StuckCollector is a prometheus.Collector of two gauges, computed on every
