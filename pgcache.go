@@ -13,42 +13,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/krabka/remotestorage/internal/db"
 )
-
-// WithReadReplica sends queries (not writes) to replica, a hot standby of the
-// primary the manager's pool points at. CaughtUp(tp) then reads tp's
-// committed version on the primary first, then on the replica, and is true
-// only when the replica has reached it.
-func WithReadReplica(replica *pgxpool.Pool) Option {
-	return func(o *options) { o.readReplica = replica }
-}
-
-// WithCache keeps the partitions this manager consumes (see
-// OnPartitionLeadershipChanges) in memory, fresh through LISTEN/NOTIFY: their
-// queries are answered with no round trip. Until a partition is loaded its
-// queries and CaughtUp fail with ErrNotReady.
-func WithCache() Option {
-	return func(o *options) { o.cache = true }
-}
-
-// DefaultCachePollInterval is how often a cache checks, in one statement,
-// the committed versions of every partition it holds, when
-// WithCachePollInterval is not given.
-const DefaultCachePollInterval = time.Second
-
-// WithCachePollInterval sets how often the cache (WithCache) reads the
-// committed versions of all its partitions in one statement, and catches
-// up those behind. Notifications make the cache fresh within milliseconds;
-// the poll bounds how long a lost one (a writer that died between its
-// commit and its notification, a listener that cannot listen, as behind a
-// transaction pooler) can leave the cache behind: about one interval plus a
-// catch-up. Zero or less turns the poll off.
-func WithCachePollInterval(d time.Duration) Option {
-	return func(o *options) { o.cachePoll, o.cachePollSet = d, true }
-}
 
 // notifyChannel is the channel every write notifies at commit, with the
 // payload "<topic id>/<partition>/<version>".

@@ -32,19 +32,6 @@ const (
 	DefaultCancelDeadlineDelay = time.Second
 )
 
-// PoolOption configures ConfigurePool and NewPool.
-type PoolOption func(*poolOptions)
-
-type poolOptions struct {
-	backoffMin, backoffMax time.Duration
-}
-
-// WithConnectBackoff sets the pause after a failed connection attempt: min
-// after the first, doubling up to max.
-func WithConnectBackoff(min, max time.Duration) PoolOption {
-	return func(o *poolOptions) { o.backoffMin, o.backoffMax = min, max }
-}
-
 // NewPool parses dsn, applies ConfigurePool and returns the pool. Like
 // pgxpool.New it does not connect: a broker that starts while the database
 // is down gets ErrIO from its calls until the database answers.

@@ -31,22 +31,6 @@ type StuckCollector struct {
 	parts     *prometheus.Desc
 }
 
-// StuckCollectorOption configures NewStuckCollector.
-type StuckCollectorOption func(*StuckCollector)
-
-// WithStuckScrapeTimeout bounds the query of one scrape (default 5s).
-func WithStuckScrapeTimeout(d time.Duration) StuckCollectorOption {
-	return func(c *StuckCollector) { c.timeout = d }
-}
-
-// WithStuckConstLabels adds constant labels to both gauges (e.g. the cluster).
-func WithStuckConstLabels(labels prometheus.Labels) StuckCollectorOption {
-	return func(c *StuckCollector) {
-		c.segments = newStuckSegmentsDesc(labels)
-		c.parts = newStuckPartitionsDesc(labels)
-	}
-}
-
 func newStuckSegmentsDesc(labels prometheus.Labels) *prometheus.Desc {
 	return prometheus.NewDesc("rlmm_stuck_segments",
 		"Segments in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED with no write for longer than the collector's threshold (rlmm_stuck_v).",
