@@ -435,20 +435,3 @@ func (c *pgCache) kick(tp TopicIDPartition) {
 		cp.refresh()
 	}
 }
-
-// backoff is an exponential delay with jitter, from 50 ms to 5 s.
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{} }
-
-func (b *backoff) reset() { b.d = 0 }
-
-func (b *backoff) next() time.Duration {
-	switch {
-	case b.d == 0:
-		b.d = 50 * time.Millisecond
-	case b.d < 5*time.Second:
-		b.d = min(2*b.d, 5*time.Second)
-	}
-	return b.d/2 + time.Duration(time.Now().UnixNano()%int64(b.d/2+1))
-}
