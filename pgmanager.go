@@ -3,7 +3,6 @@ package remotestorage
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,9 +24,6 @@ type PgManager struct {
 	cache   *pgCache  // nil without WithCache
 	notify  *notifier // tells other caches of this manager's writes, after commit
 	side    *sideConn // the connection of the manager's background statements
-
-	assignedMu sync.Mutex
-	assigned   map[partitionKey]bool // what the assignment hooks say this manager consumes
 }
 
 var _ RemoteLogMetadataManager = (*PgManager)(nil)
@@ -40,7 +36,7 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 	if err := checkSchemaVersion(ctx, pool); err != nil {
 		return nil, err
 	}
-	m := &PgManager{pool: pool, reader: pool, queries: db.New(), opts: newOptions(opts), assigned: make(map[partitionKey]bool)}
+	m := &PgManager{pool: pool, reader: pool, queries: db.New(), opts: newOptions(opts)}
 	m.side = &sideConn{pool: pool}
 	m.notify = newNotifier(m.side, m.logWarn)
 	if m.opts.readReplica != nil {
@@ -82,31 +78,21 @@ func (m *PgManager) committed(tp TopicIDPartition, version int64, write func(p *
 	m.notify.notify(tp, version)
 }
 
-// OnPartitionLeadershipChanges records that the manager consumes the
-// partitions it leads and follows, as Kafka's assignment hook does. With
-// WithCache, each partition not consumed yet starts loading; a partition
-// assigned twice is not reloaded.
+// OnPartitionLeadershipChanges is Kafka's assignment hook: the manager
+// consumes the partitions it leads and follows. With WithCache, each
+// partition not consumed yet starts loading; a partition assigned twice is
+// not reloaded. Without WithCache there is nothing to do: every query goes
+// to the database whether or not the manager consumes the partition.
 func (m *PgManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []TopicIDPartition) error {
-	tps := append(append([]TopicIDPartition{}, leaders...), followers...)
-	m.assignedMu.Lock()
-	for _, tp := range tps {
-		m.assigned[keyOf(tp)] = true
-	}
-	m.assignedMu.Unlock()
 	if m.cache != nil {
-		m.cache.assign(tps)
+		m.cache.assign(append(append([]TopicIDPartition{}, leaders...), followers...))
 	}
 	return nil
 }
 
-// OnStopPartitions records that the manager no longer consumes partitions,
-// and drops them from the cache.
+// OnStopPartitions is Kafka's hook for partitions the manager no longer
+// consumes: the cache drops them (nothing to do without WithCache).
 func (m *PgManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPartition) error {
-	m.assignedMu.Lock()
-	for _, tp := range partitions {
-		delete(m.assigned, keyOf(tp))
-	}
-	m.assignedMu.Unlock()
 	if m.cache != nil {
 		m.cache.stop(partitions)
 	}
