@@ -348,14 +348,28 @@ func (c *pgCache) read(tp TopicIDPartition, query func(p *memPartition)) (served
 // listen keeps a connection listening on notifyChannel, reconnecting with
 // backoff, and kicks the followers of the partitions notified. After each
 // (re)connect every partition catches up, for what was missed meanwhile.
+// It logs when it stops listening and when it listens again, not each
+// failed attempt in between: meanwhile queries keep answering from the
+// cache, and the version poll and CaughtUp keep it honest.
 func (c *pgCache) listen() {
 	backoff := newBackoff()
+	failed := 0 // attempts since the listener last listened
+	listening := func() {
+		if failed > 0 {
+			c.m.logInfo("the cache's listener listens again", "failed_attempts", failed)
+		}
+		failed = 0
+		backoff.reset()
+	}
 	for c.ctx.Err() == nil {
-		err := c.listenOnce()
+		err := c.listenOnce(listening)
 		if c.ctx.Err() != nil {
 			return
 		}
-		_ = err // the store is unreachable: CaughtUp says so, queries keep answering
+		if failed == 0 {
+			c.m.logWarn("the cache's listener is not listening; it retries with backoff, and until then the cache catches up by its version poll and CaughtUp", "error", err)
+		}
+		failed++
 		select {
 		case <-c.ctx.Done():
 			return
@@ -364,7 +378,9 @@ func (c *pgCache) listen() {
 	}
 }
 
-func (c *pgCache) listenOnce() error {
+// listenOnce connects and listens until the connection fails, calling
+// listening once the LISTEN holds.
+func (c *pgCache) listenOnce(listening func()) error {
 	conn, err := pgx.ConnectConfig(c.ctx, c.listenerConnConfig())
 	if err != nil {
 		return err
@@ -382,6 +398,7 @@ func (c *pgCache) listenOnce() error {
 	close(c.listening)
 	c.listening = make(chan struct{})
 	c.mu.Unlock()
+	listening()
 	for {
 		n, err := conn.WaitForNotification(c.ctx)
 		if err != nil {

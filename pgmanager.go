@@ -67,6 +67,13 @@ func (m *PgManager) logWarn(msg string, args ...any) {
 	}
 }
 
+// logInfo logs that the manager's background work recovered.
+func (m *PgManager) logInfo(msg string, args ...any) {
+	if m.opts.logger != nil {
+		m.opts.logger.Info("remotestorage: "+msg, args...)
+	}
+}
+
 // committed records a write that committed at version: in this manager's
 // cache first (so the write is there before the call returns, and this
 // manager's own listener, hearing of it, finds nothing to catch up), then
