@@ -46,7 +46,7 @@ func appliedSchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int64, error
 	var version int64
 	err := pool.QueryRow(ctx, "SELECT coalesce(max(version_id), 0) FROM "+pgx.Identifier{migrations.VersionTable}.Sanitize()+" WHERE is_applied").Scan(&version)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable {
 		return 0, nil
 	}
 	return version, err

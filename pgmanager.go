@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -172,7 +173,7 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record", s.SegmentID.ID, s.SegmentID.TopicIDPartition)
-	case errors.As(err, &pgErr) && pgErr.Code == "23505" && uniqueSegmentIDConstraints[pgErr.ConstraintName]:
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && uniqueSegmentIDConstraints[pgErr.ConstraintName]:
 		return newError(ErrInvalidAdd, "segment %s: segment id was already added", s.SegmentID.ID)
 	}
 	return ioError(ctx, err, "add segment %s", s.SegmentID.ID)

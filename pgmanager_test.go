@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -363,7 +364,7 @@ func TestPgManagerStoreFailures(t *testing.T) {
 	require.ErrorIs(t, err, rs.ErrIO)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
-	require.Equal(t, "42P01", pgErr.Code) // undefined_table
+	require.Equal(t, pgerrcode.UndefinedTable, pgErr.Code)
 	require.NotErrorIs(t, err, pgx.ErrNoRows)
 	err = m.AddRemoteLogSegmentMetadata(t.Context(), segment(tp, 0, 9, map[rs.LeaderEpoch]int64{0: 0}))
 	require.ErrorIs(t, err, rs.ErrIO)
