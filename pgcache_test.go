@@ -139,15 +139,6 @@ func (c *consumingManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPart
 	return c.PgManager.EpochEndOffset(ctx, tp, e)
 }
 
-// The conformance suite, answered from the cache.
-func TestCachedPgManagerConformance(t *testing.T) {
-	t.Parallel()
-	dsn := pgtest.NewDatabase(t)
-	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
-		return &consumingManager{PgManager: newCachedManager(t, dsn, opts...), t: t, seen: map[[20]byte]bool{}}
-	})
-}
-
 // A write through a cached manager is in its own cache before the call
 // returns, and queries on a loaded partition make no round trip; CaughtUp
 // makes one.
@@ -260,7 +251,7 @@ func testCacheCrossBroker(t *testing.T, dsn string, opts ...rs.Option) {
 }
 
 // requireSameAnswers compares every query of got with want on tp.
-func requireSameAnswers(t *testing.T, where string, want, got rlmmtest.Manager, tp rs.TopicIDPartition) {
+func requireSameAnswers(t *testing.T, where string, want, got rs.Manager, tp rs.TopicIDPartition) {
 	t.Helper()
 	ctx := context.Background()
 	wantList, err := want.ListRemoteLogSegments(ctx, tp)

@@ -18,24 +18,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
-	"github.com/krabka/remotestorage/rlmmtest"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
-func TestPgManagerConformance(t *testing.T) {
-	t.Parallel()
-	// The suite's subtests use fresh random topic and segment ids, so they
-	// share one database (a clone per subtest costs 0.2-1 s here), each with
-	// a manager of its own.
-	pool := pgtest.NewPool(t)
-	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
-		m, err := rs.NewPgManager(t.Context(), pool, opts...)
-		require.NoError(t, err)
-		t.Cleanup(m.Close)
-		return m
-	})
-}
 
 // statementCounter counts the statements a pool sends: each query, batch,
 // prepare or copy is at least one round trip.
