@@ -372,7 +372,8 @@ func TestInstrumentForwardsSegmentStreams(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, wantEpoch, 2)
 	require.Equal(t, wantEpoch, collect(streams.RemoteLogSegmentsByEpoch(ctx, tp, 1)))
-	for range streams.RemoteLogSegments(ctx, tp) {
+	for _, err := range streams.RemoteLogSegments(ctx, tp) {
+		require.NoError(t, err)
 		break
 	}
 	require.EqualValues(t, 3, inner.streams.Load(), "the wrapped manager's streams")

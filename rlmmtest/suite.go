@@ -281,14 +281,6 @@ func requireSameSegments(t *testing.T, want, got []rs.RemoteLogSegmentMetadata, 
 	require.Equal(t, normalizedAll(want), normalizedAll(got), msgAndArgs...)
 }
 
-func ids(ss []rs.RemoteLogSegmentMetadata) []uuid.UUID {
-	out := make([]uuid.UUID, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, s.SegmentID.ID)
-	}
-	return out
-}
-
 // list returns ListRemoteLogSegments(tp), which must not fail.
 func (e *env) list(tp rs.TopicIDPartition) []rs.RemoteLogSegmentMetadata {
 	e.t.Helper()
@@ -408,5 +400,3 @@ func deleteStateName(s rs.RemotePartitionDeleteState, has bool) string {
 	}
 	return fmt.Sprintf("INVALID_%d", s)
 }
-
-func ptr(s rs.RemoteLogSegmentMetadata) *rs.RemoteLogSegmentMetadata { return &s }
