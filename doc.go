@@ -45,9 +45,10 @@
 //
 // Errors wrap one of the sentinels ([ErrInvalidAdd], [ErrSegmentNotFound],
 // [ErrInvalidSegmentTransition], [ErrInvalidPartitionDeleteTransition],
-// [ErrNotReady], [ErrIO]); match them with errors.Is. A store failure wraps
-// ErrIO and the driver's error, so errors.As to *pgconn.PgError and
-// errors.Is(err, context.Canceled) keep working.
+// [ErrNotReady], [ErrIO], and [ErrSchemaMismatch] from [NewPgManager]);
+// match them with errors.Is. A store failure wraps ErrIO and the driver's
+// error, so errors.As to *pgconn.PgError and errors.Is(err,
+// context.Canceled) keep working.
 //
 // A failed write whose connection broke after it was sent may have
 // committed: [OutcomeUnknown] tells those apart, and [NewPool] /

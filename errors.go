@@ -24,6 +24,12 @@ var (
 	ErrNotReady = errors.New("remotestorage: not ready")
 	// ErrIO: the store failed. The error also wraps the underlying cause.
 	ErrIO = errors.New("remotestorage: store failure")
+	// ErrSchemaMismatch: NewPgManager found the database's schema at a
+	// version this code cannot use: not migrated, migrated to an older
+	// version than SchemaVersion, or to a newer one that does not declare
+	// this code compatible (docs/MIGRATIONS.md). The detail says what to
+	// run. Nothing was changed.
+	ErrSchemaMismatch = errors.New("remotestorage: schema version mismatch")
 )
 
 // sentinelError wraps a sentinel with detail; Error() reads

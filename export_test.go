@@ -3,7 +3,7 @@ package remotestorage
 import (
 	"context"
 
-	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/db"
 )
 
 // Test hooks into PgManager's cache.

@@ -25,15 +25,15 @@ const fuzzMetaLimit = 64
 
 // fuzzManagers returns the managers a fuzz target compares: the in-memory
 // reference, PgManager on a fresh database, and rlmmtest's independent Model.
-func fuzzManagers(f *testing.F) (names []string, fresh func() []rlmmtest.Manager) {
+func fuzzManagers(f *testing.F) (names []string, fresh func() []rs.Manager) {
 	pool := pgtest.NewPool(f)
 	pg, err := rs.NewPgManager(context.Background(), pool, rs.WithMaxCustomMetadataBytes(fuzzMetaLimit))
 	require.NoError(f, err)
 	f.Cleanup(pg.Close)
 	// PgManager keeps its one database across inputs; each input writes
 	// under a fresh topic id. The in-memory managers are new for each input.
-	return []string{"memory", "postgres", "model"}, func() []rlmmtest.Manager {
-		return []rlmmtest.Manager{rs.NewInMemoryManager(rs.WithMaxCustomMetadataBytes(fuzzMetaLimit)), pg, rlmmtest.NewModel(fuzzMetaLimit)}
+	return []string{"memory", "postgres", "model"}, func() []rs.Manager {
+		return []rs.Manager{rs.NewInMemoryManager(rs.WithMaxCustomMetadataBytes(fuzzMetaLimit)), pg, rlmmtest.NewModel(fuzzMetaLimit)}
 	}
 }
 
@@ -161,7 +161,7 @@ func FuzzLookups(f *testing.F) {
 				StartOffset: start, EndOffset: end, SegmentSizeInBytes: int32(i), State: rs.CopySegmentStarted,
 				SegmentLeaderEpochs: epochs, TxnIndexEmpty: blob[i+3]&0x10 == 0,
 			}
-			fuzzSame(t, names, managers, "add", func(m rlmmtest.Manager) error { return m.AddRemoteLogSegmentMetadata(ctx, cloneSegment(s)) })
+			fuzzSame(t, names, managers, "add", func(m rs.Manager) error { return m.AddRemoteLogSegmentMetadata(ctx, cloneSegment(s)) })
 			// lifecycle 0: started; 1: finished; 2: finished, delete
 			// started; 3: deleted; 4: delete started without finishing.
 			steps := map[byte][]rs.RemoteLogSegmentState{
@@ -172,35 +172,35 @@ func FuzzLookups(f *testing.F) {
 			}[lifecycle]
 			for _, to := range steps {
 				u := rs.RemoteLogSegmentMetadataUpdate{SegmentID: s.SegmentID, State: to, BrokerID: 1, EventTimestampMs: 2}
-				fuzzSame(t, names, managers, "update", func(m rlmmtest.Manager) error { return m.UpdateRemoteLogSegmentMetadata(ctx, u) })
+				fuzzSame(t, names, managers, "update", func(m rs.Manager) error { return m.UpdateRemoteLogSegmentMetadata(ctx, u) })
 			}
 		}
 		slices.Sort(boundaries)
 		boundaries = slices.Compact(boundaries)
 		for e := rs.LeaderEpoch(-1); e <= 4; e++ {
 			for _, o := range boundaries {
-				fuzzQuery(t, names, managers, fmt.Sprintf("lookup epoch %d offset %d", e, o), func(m rlmmtest.Manager) (any, error) {
+				fuzzQuery(t, names, managers, fmt.Sprintf("lookup epoch %d offset %d", e, o), func(m rs.Manager) (any, error) {
 					s, ok, err := m.RemoteLogSegmentMetadata(ctx, tp, e, o)
 					return []any{s, ok}, err
 				})
 			}
-			fuzzQuery(t, names, managers, fmt.Sprintf("highest epoch %d", e), func(m rlmmtest.Manager) (any, error) {
+			fuzzQuery(t, names, managers, fmt.Sprintf("highest epoch %d", e), func(m rs.Manager) (any, error) {
 				o, ok, err := m.HighestOffsetForEpoch(ctx, tp, e)
 				return []any{o, ok}, err
 			})
-			fuzzQuery(t, names, managers, fmt.Sprintf("list epoch %d", e), func(m rlmmtest.Manager) (any, error) {
+			fuzzQuery(t, names, managers, fmt.Sprintf("list epoch %d", e), func(m rs.Manager) (any, error) {
 				list, err := m.ListRemoteLogSegmentsByEpoch(ctx, tp, e)
 				return slices.Concat(list), err
 			})
-			fuzzQuery(t, names, managers, fmt.Sprintf("size epoch %d", e), func(m rlmmtest.Manager) (any, error) {
+			fuzzQuery(t, names, managers, fmt.Sprintf("size epoch %d", e), func(m rs.Manager) (any, error) {
 				return m.RemoteLogSize(ctx, tp, e)
 			})
-			fuzzQuery(t, names, managers, fmt.Sprintf("next txn epoch %d", e), func(m rlmmtest.Manager) (any, error) {
+			fuzzQuery(t, names, managers, fmt.Sprintf("next txn epoch %d", e), func(m rs.Manager) (any, error) {
 				s, ok, err := m.NextSegmentWithTxnIndex(ctx, tp, e, 0)
 				return []any{s, ok}, err
 			})
 		}
-		fuzzQuery(t, names, managers, "list", func(m rlmmtest.Manager) (any, error) {
+		fuzzQuery(t, names, managers, "list", func(m rs.Manager) (any, error) {
 			list, err := m.ListRemoteLogSegments(ctx, tp)
 			return slices.Concat(list), err
 		})
@@ -208,7 +208,7 @@ func FuzzLookups(f *testing.F) {
 }
 
 // fuzzSame applies a write to every manager and requires one outcome.
-func fuzzSame(t *testing.T, names []string, managers []rlmmtest.Manager, what string, write func(m rlmmtest.Manager) error) {
+func fuzzSame(t *testing.T, names []string, managers []rs.Manager, what string, write func(m rs.Manager) error) {
 	t.Helper()
 	var errs []error
 	for _, m := range managers {
@@ -221,7 +221,7 @@ func fuzzSame(t *testing.T, names []string, managers []rlmmtest.Manager, what st
 }
 
 // fuzzQuery requires every manager to answer a query alike.
-func fuzzQuery(t *testing.T, names []string, managers []rlmmtest.Manager, what string, query func(m rlmmtest.Manager) (any, error)) {
+func fuzzQuery(t *testing.T, names []string, managers []rs.Manager, what string, query func(m rs.Manager) (any, error)) {
 	t.Helper()
 	want, err := query(managers[0])
 	require.NoError(t, err, "%s: %s", what, names[0])

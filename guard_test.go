@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -164,7 +165,7 @@ func requireGuardError(t *testing.T, err error, constraint string, mentions ...s
 	t.Helper()
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "want a PostgreSQL error, got %v", err)
-	require.Equal(t, "23514", pgErr.Code, "check_violation: %s", pgErr.Message)
+	require.Equal(t, pgerrcode.CheckViolation, pgErr.Code, pgErr.Message)
 	require.Equal(t, constraint, pgErr.ConstraintName)
 	for _, m := range mentions {
 		require.Contains(t, pgErr.Message, m)

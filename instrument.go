@@ -7,85 +7,12 @@ package remotestorage
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// Manager is what brokers call: the interface and the Kafka extensions,
-// which InMemoryManager, PgManager and InstrumentedManager all implement.
-type Manager interface {
-	RemoteLogMetadataManager
-	KafkaExtensions
-}
-
-// WithLogger sets the structured logger. Passed to Instrument, it receives
-// one record per failed call: refused writes and ErrNotReady at Debug,
-// store failures at Warn, with the operation, the partition and, for
-// writes, the segment. Records carry no DSN or password: pgx's errors name
-// the host, user and database, never the password. Passed to NewPgManager or
-// NewInMemoryManager, the managers keep it for what they do outside a call;
-// their calls do not log (wrap the manager with Instrument for that).
-// Default: no logging.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) { o.logger = l }
-}
-
-// InstrumentOption configures Instrument. Every Option is one too, and
-// Instrument takes WithLogger from it; the managers' other options mean
-// nothing to Instrument and are ignored.
-type InstrumentOption interface {
-	applyInstrument(*instrumentConfig)
-}
-
-type instrumentConfig struct {
-	logger      *slog.Logger
-	registerer  prometheus.Registerer
-	constLabels prometheus.Labels
-	pools       []namedPool
-}
-
-type namedPool struct {
-	name string
-	pool *pgxpool.Pool
-}
-
-type instrumentOptionFunc func(*instrumentConfig)
-
-func (f instrumentOptionFunc) applyInstrument(c *instrumentConfig) { f(c) }
-
-func (o Option) applyInstrument(c *instrumentConfig) {
-	var opts options
-	o(&opts)
-	if opts.logger != nil {
-		c.logger = opts.logger
-	}
-}
-
-// WithRegisterer registers the InstrumentedManager's metrics with r (for
-// example prometheus.DefaultRegisterer). Without it nothing is registered:
-// the InstrumentedManager is a prometheus.Collector, to register where and
-// when you like.
-func WithRegisterer(r prometheus.Registerer) InstrumentOption {
-	return instrumentOptionFunc(func(c *instrumentConfig) { c.registerer = r })
-}
-
-// WithConstLabels adds labels to every metric, for example
-// {"cluster": "a"} when one process instruments managers of several
-// clusters: metrics that differ in a constant label can share a registry.
-func WithConstLabels(l prometheus.Labels) InstrumentOption {
-	return instrumentOptionFunc(func(c *instrumentConfig) { c.constLabels = l })
-}
-
-// WithPoolStats exports the statistics of pool (pgxpool.Stat) under the
-// label pool=name: connections by state and the acquire counters, read when
-// the metrics are collected. Give it once per pool, e.g. "primary" and
-// "replica" for a manager with WithReadReplica.
-func WithPoolStats(name string, pool *pgxpool.Pool) InstrumentOption {
-	return instrumentOptionFunc(func(c *instrumentConfig) { c.pools = append(c.pools, namedPool{name, pool}) })
-}
 
 // The operation label values: the names of the Manager methods.
 const (
@@ -103,6 +30,8 @@ const (
 	opEpochEndOffset       = "EpochEndOffset"
 	opLeadershipChanges    = "OnPartitionLeadershipChanges"
 	opStopPartitions       = "OnStopPartitions"
+	opStream               = "RemoteLogSegments"
+	opStreamByEpoch        = "RemoteLogSegmentsByEpoch"
 	errLabelInvalidAdd     = "invalid_add"
 	errLabelNotFound       = "segment_not_found"
 	errLabelSegmentTrans   = "invalid_segment_transition"
@@ -115,7 +44,7 @@ const (
 var instrumentedOps = []string{
 	opAdd, opUpdate, opLookup, opHighestOffset, opList, opListByEpoch, opPartitionDelete,
 	opCaughtUp, opRemoteLogSize, opNextWithTxnIndex, opLeadershipChanges, opStopPartitions,
-	opFirstForTimestamp, opEpochEndOffset,
+	opFirstForTimestamp, opEpochEndOffset, opStream, opStreamByEpoch,
 }
 
 // errorLabels maps each sentinel to its label value, in the order they are
@@ -147,8 +76,8 @@ func errorLabel(err error) string {
 var durationBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16)
 
 // InstrumentedManager wraps a Manager with structured logs and Prometheus
-// metrics. It is a Manager itself, safe for concurrent use, and a
-// prometheus.Collector of:
+// metrics. It is a Manager itself, and SegmentStreams, safe for concurrent
+// use, and a prometheus.Collector of:
 //
 //	rlmm_operation_duration_seconds{operation}       histogram, every call
 //	rlmm_operation_errors_total{operation,error}     failed calls, by sentinel: invalid_add,
@@ -157,7 +86,8 @@ var durationBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16)
 //	                                                 io, other
 //	rlmm_pool_*{pool}                                with WithPoolStats: see poolStatsCollector
 //
-// operation is the method name, e.g. "RemoteLogSegmentMetadata".
+// operation is the method name, e.g. "RemoteLogSegmentMetadata". A stream's
+// duration is the time spent in the stream, not in the caller's loop body.
 type InstrumentedManager struct {
 	m        Manager
 	logger   *slog.Logger
@@ -168,6 +98,7 @@ type InstrumentedManager struct {
 
 var (
 	_ Manager              = (*InstrumentedManager)(nil)
+	_ SegmentStreams       = (*InstrumentedManager)(nil)
 	_ prometheus.Collector = (*InstrumentedManager)(nil)
 )
 
@@ -247,10 +178,19 @@ func (im *InstrumentedManager) Close() {
 	}
 }
 
-// observe records one call: its duration, and when it failed, the error's
-// sentinel and a log record.
-func (im *InstrumentedManager) observe(ctx context.Context, op string, start time.Time, err error, attrs ...slog.Attr) {
-	elapsed := time.Since(start)
+// record is deferred by every wrapper, as
+//
+//	defer im.record(ctx, op, time.Now(), &err, attrs)
+//
+// so that it sees the call's start and, through err, its outcome: it
+// observes the duration, and when the call failed, counts the error's
+// sentinel and logs it with attrs() (only then evaluated).
+func (im *InstrumentedManager) record(ctx context.Context, op string, start time.Time, err *error, attrs func() []slog.Attr) {
+	im.observe(ctx, op, time.Since(start), *err, attrs)
+}
+
+// observe records one call that took elapsed and returned err.
+func (im *InstrumentedManager) observe(ctx context.Context, op string, elapsed time.Duration, err error, attrs func() []slog.Attr) {
 	im.duration.WithLabelValues(op).Observe(elapsed.Seconds())
 	if err == nil {
 		return
@@ -267,12 +207,15 @@ func (im *InstrumentedManager) observe(ctx context.Context, op string, start tim
 	if !im.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs = append(attrs,
+	all := append([]slog.Attr{slog.String("op", op)}, attrs()...)
+	all = append(all,
 		slog.String("error_kind", label),
 		slog.String("error", err.Error()),
 		slog.Duration("duration", elapsed))
-	im.logger.LogAttrs(ctx, level, msg, append([]slog.Attr{slog.String("op", op)}, attrs...)...)
+	im.logger.LogAttrs(ctx, level, msg, all...)
 }
+
+// The log attributes of the calls, by what the call names.
 
 func partitionAttrs(tp TopicIDPartition) []slog.Attr {
 	return []slog.Attr{
@@ -282,152 +225,161 @@ func partitionAttrs(tp TopicIDPartition) []slog.Attr {
 	}
 }
 
-func segmentAttrs(id RemoteLogSegmentID) []slog.Attr {
-	return append(partitionAttrs(id.TopicIDPartition), slog.String("segment_id", id.ID.String()))
+func attrsOf(tp TopicIDPartition) func() []slog.Attr {
+	return func() []slog.Attr { return partitionAttrs(tp) }
+}
+
+func epochAttrs(tp TopicIDPartition, epoch LeaderEpoch, more ...slog.Attr) func() []slog.Attr {
+	return func() []slog.Attr {
+		return append(append(partitionAttrs(tp), slog.Int("epoch", int(epoch))), more...)
+	}
+}
+
+func writeAttrs(id RemoteLogSegmentID, state RemoteLogSegmentState) func() []slog.Attr {
+	return func() []slog.Attr {
+		return append(partitionAttrs(id.TopicIDPartition), slog.String("segment_id", id.ID.String()), slog.String("state", state.String()))
+	}
 }
 
 // AddRemoteLogSegmentMetadata implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLogSegmentMetadata) error {
-	start := time.Now()
-	err := im.m.AddRemoteLogSegmentMetadata(ctx, s)
-	if err != nil {
-		im.observe(ctx, opAdd, start, err, append(segmentAttrs(s.SegmentID), slog.String("state", s.State.String()))...)
-	} else {
-		im.observe(ctx, opAdd, start, nil)
-	}
-	return err
+func (im *InstrumentedManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLogSegmentMetadata) (err error) {
+	defer im.record(ctx, opAdd, time.Now(), &err, writeAttrs(s.SegmentID, s.State))
+	return im.m.AddRemoteLogSegmentMetadata(ctx, s)
 }
 
 // UpdateRemoteLogSegmentMetadata implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u RemoteLogSegmentMetadataUpdate) error {
-	start := time.Now()
-	err := im.m.UpdateRemoteLogSegmentMetadata(ctx, u)
-	if err != nil {
-		im.observe(ctx, opUpdate, start, err, append(segmentAttrs(u.SegmentID), slog.String("state", u.State.String()))...)
-	} else {
-		im.observe(ctx, opUpdate, start, nil)
-	}
-	return err
+func (im *InstrumentedManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u RemoteLogSegmentMetadataUpdate) (err error) {
+	defer im.record(ctx, opUpdate, time.Now(), &err, writeAttrs(u.SegmentID, u.State))
+	return im.m.UpdateRemoteLogSegmentMetadata(ctx, u)
 }
 
 // RemoteLogSegmentMetadata implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
-	start := time.Now()
-	s, found, err := im.m.RemoteLogSegmentMetadata(ctx, tp, epoch, offset)
-	if err != nil {
-		im.observe(ctx, opLookup, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)), slog.Int64("offset", offset))...)
-	} else {
-		im.observe(ctx, opLookup, start, nil)
-	}
-	return s, found, err
+func (im *InstrumentedManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (_ RemoteLogSegmentMetadata, _ bool, err error) {
+	defer im.record(ctx, opLookup, time.Now(), &err, epochAttrs(tp, epoch, slog.Int64("offset", offset)))
+	return im.m.RemoteLogSegmentMetadata(ctx, tp, epoch, offset)
 }
 
 // HighestOffsetForEpoch implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
-	start := time.Now()
-	offset, found, err := im.m.HighestOffsetForEpoch(ctx, tp, epoch)
-	if err != nil {
-		im.observe(ctx, opHighestOffset, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)))...)
-	} else {
-		im.observe(ctx, opHighestOffset, start, nil)
-	}
-	return offset, found, err
+func (im *InstrumentedManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (_ int64, _ bool, err error) {
+	defer im.record(ctx, opHighestOffset, time.Now(), &err, epochAttrs(tp, epoch))
+	return im.m.HighestOffsetForEpoch(ctx, tp, epoch)
 }
 
 // ListRemoteLogSegments implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) ([]RemoteLogSegmentMetadata, error) {
-	start := time.Now()
-	segs, err := im.m.ListRemoteLogSegments(ctx, tp)
-	if err != nil {
-		im.observe(ctx, opList, start, err, partitionAttrs(tp)...)
-	} else {
-		im.observe(ctx, opList, start, nil)
-	}
-	return segs, err
+func (im *InstrumentedManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) (_ []RemoteLogSegmentMetadata, err error) {
+	defer im.record(ctx, opList, time.Now(), &err, attrsOf(tp))
+	return im.m.ListRemoteLogSegments(ctx, tp)
 }
 
 // ListRemoteLogSegmentsByEpoch implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) ([]RemoteLogSegmentMetadata, error) {
-	start := time.Now()
-	segs, err := im.m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch)
-	if err != nil {
-		im.observe(ctx, opListByEpoch, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)))...)
-	} else {
-		im.observe(ctx, opListByEpoch, start, nil)
-	}
-	return segs, err
+func (im *InstrumentedManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (_ []RemoteLogSegmentMetadata, err error) {
+	defer im.record(ctx, opListByEpoch, time.Now(), &err, epochAttrs(tp, epoch))
+	return im.m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch)
 }
 
 // PutRemotePartitionDeleteMetadata implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d RemotePartitionDeleteMetadata) error {
-	start := time.Now()
-	err := im.m.PutRemotePartitionDeleteMetadata(ctx, d)
-	if err != nil {
-		im.observe(ctx, opPartitionDelete, start, err, append(partitionAttrs(d.TopicIDPartition), slog.String("state", d.State.String()))...)
-	} else {
-		im.observe(ctx, opPartitionDelete, start, nil)
-	}
-	return err
+func (im *InstrumentedManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d RemotePartitionDeleteMetadata) (err error) {
+	defer im.record(ctx, opPartitionDelete, time.Now(), &err, func() []slog.Attr {
+		return append(partitionAttrs(d.TopicIDPartition), slog.String("state", d.State.String()))
+	})
+	return im.m.PutRemotePartitionDeleteMetadata(ctx, d)
 }
 
 // CaughtUp implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
-	start := time.Now()
-	ok, err := im.m.CaughtUp(ctx, tp)
-	if err != nil {
-		im.observe(ctx, opCaughtUp, start, err, partitionAttrs(tp)...)
-	} else {
-		im.observe(ctx, opCaughtUp, start, nil)
-	}
-	return ok, err
+func (im *InstrumentedManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (_ bool, err error) {
+	defer im.record(ctx, opCaughtUp, time.Now(), &err, attrsOf(tp))
+	return im.m.CaughtUp(ctx, tp)
 }
 
 // RemoteLogSize implements KafkaExtensions.
-func (im *InstrumentedManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, error) {
-	start := time.Now()
-	size, err := im.m.RemoteLogSize(ctx, tp, epoch)
-	if err != nil {
-		im.observe(ctx, opRemoteLogSize, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)))...)
-	} else {
-		im.observe(ctx, opRemoteLogSize, start, nil)
-	}
-	return size, err
+func (im *InstrumentedManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (_ int64, err error) {
+	defer im.record(ctx, opRemoteLogSize, time.Now(), &err, epochAttrs(tp, epoch))
+	return im.m.RemoteLogSize(ctx, tp, epoch)
 }
 
 // NextSegmentWithTxnIndex implements KafkaExtensions.
-func (im *InstrumentedManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
-	start := time.Now()
-	s, found, err := im.m.NextSegmentWithTxnIndex(ctx, tp, epoch, offset)
-	if err != nil {
-		im.observe(ctx, opNextWithTxnIndex, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)), slog.Int64("offset", offset))...)
-	} else {
-		im.observe(ctx, opNextWithTxnIndex, start, nil)
-	}
-	return s, found, err
+func (im *InstrumentedManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (_ RemoteLogSegmentMetadata, _ bool, err error) {
+	defer im.record(ctx, opNextWithTxnIndex, time.Now(), &err, epochAttrs(tp, epoch, slog.Int64("offset", offset)))
+	return im.m.NextSegmentWithTxnIndex(ctx, tp, epoch, offset)
 }
 
 // FirstSegmentForTimestamp implements KafkaExtensions.
-func (im *InstrumentedManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (RemoteLogSegmentMetadata, bool, error) {
-	start := time.Now()
-	s, found, err := im.m.FirstSegmentForTimestamp(ctx, tp, epoch, timestampMs, startingOffset)
-	if err != nil {
-		im.observe(ctx, opFirstForTimestamp, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)), slog.Int64("timestamp_ms", timestampMs), slog.Int64("starting_offset", startingOffset))...)
-	} else {
-		im.observe(ctx, opFirstForTimestamp, start, nil)
-	}
-	return s, found, err
+func (im *InstrumentedManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (_ RemoteLogSegmentMetadata, _ bool, err error) {
+	defer im.record(ctx, opFirstForTimestamp, time.Now(), &err,
+		epochAttrs(tp, epoch, slog.Int64("timestamp_ms", timestampMs), slog.Int64("starting_offset", startingOffset)))
+	return im.m.FirstSegmentForTimestamp(ctx, tp, epoch, timestampMs, startingOffset)
 }
 
 // EpochEndOffset implements KafkaExtensions.
-func (im *InstrumentedManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
-	start := time.Now()
-	end, found, err := im.m.EpochEndOffset(ctx, tp, epoch)
-	if err != nil {
-		im.observe(ctx, opEpochEndOffset, start, err, append(partitionAttrs(tp), slog.Int("epoch", int(epoch)))...)
+func (im *InstrumentedManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (_ int64, _ bool, err error) {
+	defer im.record(ctx, opEpochEndOffset, time.Now(), &err, epochAttrs(tp, epoch))
+	return im.m.EpochEndOffset(ctx, tp, epoch)
+}
+
+// RemoteLogSegments implements SegmentStreams: the wrapped manager's stream,
+// or, when it has none, its ListRemoteLogSegments yielded one by one.
+func (im *InstrumentedManager) RemoteLogSegments(ctx context.Context, tp TopicIDPartition) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	var seq iter.Seq2[RemoteLogSegmentMetadata, error]
+	if s, ok := im.m.(SegmentStreams); ok {
+		seq = s.RemoteLogSegments(ctx, tp)
 	} else {
-		im.observe(ctx, opEpochEndOffset, start, nil)
+		seq = streamOf(func() ([]RemoteLogSegmentMetadata, error) { return im.m.ListRemoteLogSegments(ctx, tp) })
 	}
-	return end, found, err
+	return im.stream(ctx, opStream, seq, attrsOf(tp))
+}
+
+// RemoteLogSegmentsByEpoch implements SegmentStreams, as RemoteLogSegments.
+func (im *InstrumentedManager) RemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	var seq iter.Seq2[RemoteLogSegmentMetadata, error]
+	if s, ok := im.m.(SegmentStreams); ok {
+		seq = s.RemoteLogSegmentsByEpoch(ctx, tp, epoch)
+	} else {
+		seq = streamOf(func() ([]RemoteLogSegmentMetadata, error) { return im.m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch) })
+	}
+	return im.stream(ctx, opStreamByEpoch, seq, epochAttrs(tp, epoch))
+}
+
+// stream records one walk of seq as one call: its duration is the time
+// spent in seq, not in the caller's loop body, and its error the one seq
+// yielded, if any. A walk the caller stops early is a success.
+func (im *InstrumentedManager) stream(ctx context.Context, op string, seq iter.Seq2[RemoteLogSegmentMetadata, error], attrs func() []slog.Attr) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	return func(yield func(RemoteLogSegmentMetadata, error) bool) {
+		var spent time.Duration
+		var failure error
+		resumed := time.Now()
+		stopped := false
+		for s, err := range seq {
+			spent += time.Since(resumed)
+			if err != nil {
+				failure = err
+			}
+			if !yield(s, err) {
+				stopped = true
+				break
+			}
+			resumed = time.Now()
+		}
+		if !stopped {
+			spent += time.Since(resumed)
+		}
+		im.observe(ctx, op, spent, failure, attrs)
+	}
+}
+
+// streamOf yields the segments list returns, or its error.
+func streamOf(list func() ([]RemoteLogSegmentMetadata, error)) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	return func(yield func(RemoteLogSegmentMetadata, error) bool) {
+		segments, err := list()
+		if err != nil {
+			yield(RemoteLogSegmentMetadata{}, err)
+			return
+		}
+		for _, s := range segments {
+			if !yield(s, nil) {
+				return
+			}
+		}
+	}
 }
 
 // assignmentHooks are Kafka's partition assignment hooks (PgManager has
@@ -439,80 +391,26 @@ type assignmentHooks interface {
 
 // OnPartitionLeadershipChanges passes Kafka's assignment hook on to the
 // wrapped manager when it has one; otherwise there is nothing to do.
-func (im *InstrumentedManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []TopicIDPartition) error {
+func (im *InstrumentedManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []TopicIDPartition) (err error) {
 	h, ok := im.m.(assignmentHooks)
 	if !ok {
 		return nil
 	}
-	start := time.Now()
-	err := h.OnPartitionLeadershipChanges(ctx, leaders, followers)
-	im.observe(ctx, opLeadershipChanges, start, err, slog.Int("leaders", len(leaders)), slog.Int("followers", len(followers)))
-	return err
+	defer im.record(ctx, opLeadershipChanges, time.Now(), &err, func() []slog.Attr {
+		return []slog.Attr{slog.Int("leaders", len(leaders)), slog.Int("followers", len(followers))}
+	})
+	return h.OnPartitionLeadershipChanges(ctx, leaders, followers)
 }
 
 // OnStopPartitions passes Kafka's assignment hook on to the wrapped
 // manager when it has one; otherwise there is nothing to do.
-func (im *InstrumentedManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPartition) error {
+func (im *InstrumentedManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPartition) (err error) {
 	h, ok := im.m.(assignmentHooks)
 	if !ok {
 		return nil
 	}
-	start := time.Now()
-	err := h.OnStopPartitions(ctx, partitions)
-	im.observe(ctx, opStopPartitions, start, err, slog.Int("partitions", len(partitions)))
-	return err
-}
-
-// poolStatsCollector reads pgxpool.Stat of each pool when collected.
-type poolStatsCollector struct {
-	pools []namedPool
-	descs []poolStatDesc
-}
-
-// poolStatDesc is one exported statistic.
-type poolStatDesc struct {
-	desc      *prometheus.Desc
-	valueType prometheus.ValueType
-	value     func(*pgxpool.Stat) float64
-}
-
-func newPoolStatsCollector(pools []namedPool, constLabels prometheus.Labels) *poolStatsCollector {
-	stat := func(name, help string, t prometheus.ValueType, value func(*pgxpool.Stat) float64) poolStatDesc {
-		return poolStatDesc{
-			desc:      prometheus.NewDesc("rlmm_pool_"+name, help, []string{"pool"}, constLabels),
-			valueType: t,
-			value:     value,
-		}
-	}
-	g, c := prometheus.GaugeValue, prometheus.CounterValue
-	return &poolStatsCollector{pools: pools, descs: []poolStatDesc{
-		stat("acquired_connections", "Connections in use.", g, func(s *pgxpool.Stat) float64 { return float64(s.AcquiredConns()) }),
-		stat("idle_connections", "Connections idle in the pool.", g, func(s *pgxpool.Stat) float64 { return float64(s.IdleConns()) }),
-		stat("constructing_connections", "Connections being opened.", g, func(s *pgxpool.Stat) float64 { return float64(s.ConstructingConns()) }),
-		stat("total_connections", "Connections open or opening.", g, func(s *pgxpool.Stat) float64 { return float64(s.TotalConns()) }),
-		stat("max_connections", "The pool's connection limit.", g, func(s *pgxpool.Stat) float64 { return float64(s.MaxConns()) }),
-		stat("acquires_total", "Successful acquires of a connection.", c, func(s *pgxpool.Stat) float64 { return float64(s.AcquireCount()) }),
-		stat("acquire_seconds_total", "Time spent in successful acquires.", c, func(s *pgxpool.Stat) float64 { return s.AcquireDuration().Seconds() }),
-		stat("empty_acquires_total", "Successful acquires that found no idle connection and waited.", c, func(s *pgxpool.Stat) float64 { return float64(s.EmptyAcquireCount()) }),
-		stat("empty_acquire_wait_seconds_total", "Time spent waiting by acquires that found no idle connection.", c, func(s *pgxpool.Stat) float64 { return s.EmptyAcquireWaitTime().Seconds() }),
-		stat("canceled_acquires_total", "Acquires canceled by their context.", c, func(s *pgxpool.Stat) float64 { return float64(s.CanceledAcquireCount()) }),
-		stat("new_connections_total", "Connections opened.", c, func(s *pgxpool.Stat) float64 { return float64(s.NewConnsCount()) }),
-		stat("max_lifetime_destroys_total", "Connections closed for reaching MaxConnLifetime.", c, func(s *pgxpool.Stat) float64 { return float64(s.MaxLifetimeDestroyCount()) }),
-		stat("max_idle_destroys_total", "Connections closed for reaching MaxConnIdleTime.", c, func(s *pgxpool.Stat) float64 { return float64(s.MaxIdleDestroyCount()) }),
-	}}
-}
-
-func (p *poolStatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range p.descs {
-		ch <- d.desc
-	}
-}
-
-func (p *poolStatsCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, np := range p.pools {
-		s := np.pool.Stat()
-		for _, d := range p.descs {
-			ch <- prometheus.MustNewConstMetric(d.desc, d.valueType, d.value(s), np.name)
-		}
-	}
+	defer im.record(ctx, opStopPartitions, time.Now(), &err, func() []slog.Attr {
+		return []slog.Attr{slog.Int("partitions", len(partitions))}
+	})
+	return h.OnStopPartitions(ctx, partitions)
 }

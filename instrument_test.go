@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -164,9 +165,9 @@ func TestInstrumentCountsRefusedWrites(t *testing.T) {
 	im2 := rs.Instrument(rs.NewInMemoryManager(), rs.WithLogger(quiet))
 	require.Error(t, im2.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{SegmentID: unknown, State: rs.CopySegmentFinished}))
 	require.Empty(t, quietLogs.String())
-	// Every operation (14) times every kind of error (7) is a series.
-	require.Equal(t, 14*7, testutil.CollectAndCount(im2, "rlmm_operation_errors_total"))
-	require.Equal(t, 14, testutil.CollectAndCount(im2, "rlmm_operation_duration_seconds"))
+	// Every operation (16) times every kind of error (7) is a series.
+	require.Equal(t, 16*7, testutil.CollectAndCount(im2, "rlmm_operation_errors_total"))
+	require.Equal(t, 16, testutil.CollectAndCount(im2, "rlmm_operation_duration_seconds"))
 	problems, err := testutil.CollectAndLint(im2)
 	require.NoError(t, err)
 	require.Empty(t, problems)
@@ -264,6 +265,13 @@ func TestInstrumentErrorLabels(t *testing.T) {
 			_, _, err := m.EpochEndOffset(ctx, tp, 0)
 			return err
 		},
+		// stubManager has no streams: the wrapper streams its slice lists.
+		"RemoteLogSegments": func(m rs.Manager) error {
+			return firstError(m.(rs.SegmentStreams).RemoteLogSegments(ctx, tp))
+		},
+		"RemoteLogSegmentsByEpoch": func(m rs.Manager) error {
+			return firstError(m.(rs.SegmentStreams).RemoteLogSegmentsByEpoch(ctx, tp, 0))
+		},
 	}
 	kinds := map[string]error{
 		"invalid_add":                         fmt.Errorf("%w: detail", rs.ErrInvalidAdd),
@@ -300,6 +308,78 @@ func TestInstrumentErrorLabels(t *testing.T) {
 			require.Equal(t, kind, r["error_kind"])
 		}
 	}
+}
+
+// firstError walks seq and returns the first error it yields.
+func firstError(seq iter.Seq2[rs.RemoteLogSegmentMetadata, error]) error {
+	for _, err := range seq {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamCounter is an InMemoryManager that counts the streams it starts.
+type streamCounter struct {
+	*rs.InMemoryManager
+	streams atomic.Int64
+}
+
+func (c *streamCounter) RemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) iter.Seq2[rs.RemoteLogSegmentMetadata, error] {
+	c.streams.Add(1)
+	return c.InMemoryManager.RemoteLogSegments(ctx, tp)
+}
+
+func (c *streamCounter) RemoteLogSegmentsByEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) iter.Seq2[rs.RemoteLogSegmentMetadata, error] {
+	c.streams.Add(1)
+	return c.InMemoryManager.RemoteLogSegmentsByEpoch(ctx, tp, e)
+}
+
+// Instrument keeps the wrapped manager's streaming lists: the wrapper is
+// SegmentStreams, its streams are the wrapped manager's, yield what the
+// slice lists return, and each walk, finished or stopped early, is one
+// observed call.
+func TestInstrumentForwardsSegmentStreams(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	inner := &streamCounter{InMemoryManager: rs.NewInMemoryManager()}
+	reg := prometheus.NewPedanticRegistry()
+	im := rs.Instrument(inner, rs.WithRegisterer(reg))
+	var streams rs.SegmentStreams = im
+
+	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
+	for i := range 5 {
+		s := rs.RemoteLogSegmentMetadata{
+			SegmentID:   rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
+			StartOffset: int64(i * 10), EndOffset: int64(i*10 + 9), State: rs.CopySegmentStarted,
+			SegmentLeaderEpochs: map[rs.LeaderEpoch]int64{rs.LeaderEpoch(i % 2): int64(i * 10)},
+		}
+		require.NoError(t, im.AddRemoteLogSegmentMetadata(ctx, s))
+	}
+	collect := func(seq iter.Seq2[rs.RemoteLogSegmentMetadata, error]) []rs.RemoteLogSegmentMetadata {
+		var out []rs.RemoteLogSegmentMetadata
+		for s, err := range seq {
+			require.NoError(t, err)
+			out = append(out, s)
+		}
+		return out
+	}
+	want, err := im.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.Equal(t, want, collect(streams.RemoteLogSegments(ctx, tp)))
+	wantEpoch, err := im.ListRemoteLogSegmentsByEpoch(ctx, tp, 1)
+	require.NoError(t, err)
+	require.Len(t, wantEpoch, 2)
+	require.Equal(t, wantEpoch, collect(streams.RemoteLogSegmentsByEpoch(ctx, tp, 1)))
+	for _, err := range streams.RemoteLogSegments(ctx, tp) {
+		require.NoError(t, err)
+		break
+	}
+	require.EqualValues(t, 3, inner.streams.Load(), "the wrapped manager's streams")
+	require.EqualValues(t, 2, metricValue(t, reg, "rlmm_operation_duration_seconds", map[string]string{"operation": "RemoteLogSegments"}))
+	require.EqualValues(t, 1, metricValue(t, reg, "rlmm_operation_duration_seconds", map[string]string{"operation": "RemoteLogSegmentsByEpoch"}))
+	require.Zero(t, metricValue(t, reg, "rlmm_operation_errors_total", map[string]string{"operation": "RemoteLogSegments", "error": "other"}))
 }
 
 // TestInstrumentStoreFailureLogsNoPassword makes a real PgManager lose its

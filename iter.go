@@ -7,7 +7,7 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/db"
 )
 
 // SegmentStreams are the streaming variants of the two lists: they yield the

@@ -11,24 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// WithListenerConnConfig gives the cache's listener (WithCache) a
-// connection of its own to the primary, made from cfg, instead of one made
-// from the manager's pool's settings. Use it when the pool goes through a
-// transaction pooler (PgBouncer in pool_mode=transaction): there a LISTEN
-// holds only for the one transaction that ran it, and notifications reach
-// no one. cfg must reach the primary directly, or through a pooler in
-// session mode; parse it with pgx.ParseConfig. The manager copies it.
-//
-// Without it, the listener checks at each connect that it hears a probe
-// notification sent through the pool, and logs a warning (WithLogger, else
-// slog's default logger) when it does not. The cache stays correct either
-// way: without notifications, freshness falls back to the periodic version
-// poll and CaughtUp, which compares versions and has a stale partition
-// catch up.
-func WithListenerConnConfig(cfg *pgx.ConnConfig) Option {
-	return func(o *options) { o.listenerConnConfig = cfg.Copy() }
-}
-
 // listenerProbeTimeout bounds the wait for the probe notification. Heard,
 // it arrives within milliseconds; the wait only delays the listener when
 // notifications do not reach it.

@@ -3,14 +3,10 @@ package remotestorage
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // LeaderEpoch is a Kafka leader epoch.
@@ -202,35 +198,9 @@ type KafkaExtensions interface {
 	EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error)
 }
 
-// Option configures a manager.
-type Option func(*options)
-
-type options struct {
-	maxCustomMetadataBytes int
-	readReplica            *pgxpool.Pool // PgManager only: where queries go
-	cache                  bool          // PgManager only: keep consumed partitions in memory
-	logger                 *slog.Logger  // WithLogger; nil: none
-	cachePoll              time.Duration // WithCachePollInterval
-	cachePollSet           bool
-	cacheLoaders           int // WithCacheLoaders; 0: half the pool
-
-	listenerConnConfig *pgx.ConnConfig // PgManager cache only: WithListenerConnConfig; nil: the pool's
-}
-
-// DefaultMaxCustomMetadataBytes is the custom metadata limit when
-// WithMaxCustomMetadataBytes is not given.
-const DefaultMaxCustomMetadataBytes = 65536
-
-func newOptions(opts []Option) options {
-	o := options{maxCustomMetadataBytes: DefaultMaxCustomMetadataBytes}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
-}
-
-// WithMaxCustomMetadataBytes sets the largest CustomMetadata accepted by adds
-// and updates (default 65536 bytes).
-func WithMaxCustomMetadataBytes(n int) Option {
-	return func(o *options) { o.maxCustomMetadataBytes = n }
+// Manager is what brokers call: the interface and the Kafka extensions,
+// which InMemoryManager, PgManager and InstrumentedManager all implement.
+type Manager interface {
+	RemoteLogMetadataManager
+	KafkaExtensions
 }

@@ -3,7 +3,6 @@ package remotestorage
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 
 	"github.com/jackc/pgerrcode"
@@ -47,17 +46,17 @@ func appliedSchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int64, error
 	var version int64
 	err := pool.QueryRow(ctx, "SELECT coalesce(max(version_id), 0) FROM "+pgx.Identifier{migrations.VersionTable}.Sanitize()+" WHERE is_applied").Scan(&version)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable {
 		return 0, nil
 	}
 	return version, err
 }
 
-// checkSchemaVersion fails unless the database is migrated to
-// SchemaVersion, or to a newer version every migration past SchemaVersion
-// of which declared code of SchemaVersion still compatible ("--
-// rlmm:compatible-with N" with N <= SchemaVersion, recorded by Migrate in
-// rlmm_schema_compat): the rule of rolling upgrades, docs/MIGRATIONS.md.
+// checkSchemaVersion fails with ErrSchemaMismatch unless the database is
+// migrated to SchemaVersion, or to a newer version every migration past
+// SchemaVersion of which declared code of SchemaVersion still compatible
+// ("-- rlmm:compatible-with N" with N <= SchemaVersion, recorded by Migrate
+// in rlmm_schema_compat): the rule of rolling upgrades, docs/MIGRATIONS.md.
 func checkSchemaVersion(ctx context.Context, pool *pgxpool.Pool) error {
 	version, err := appliedSchemaVersion(ctx, pool)
 	if err != nil {
@@ -65,16 +64,16 @@ func checkSchemaVersion(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	switch {
 	case version == 0:
-		return fmt.Errorf("remotestorage: the database has no remotestorage schema (version table %s not found or empty); run remotestorage.Migrate or `rlmmctl migrate up` first", migrations.VersionTable)
+		return newError(ErrSchemaMismatch, "the database has no remotestorage schema (version table %s not found or empty); run remotestorage.Migrate or `rlmmctl migrate up` first", migrations.VersionTable)
 	case version < SchemaVersion:
-		return fmt.Errorf("remotestorage: the database schema is at version %d, this code needs %d; run remotestorage.Migrate or `rlmmctl migrate up`", version, SchemaVersion)
+		return newError(ErrSchemaMismatch, "the database schema is at version %d, this code needs %d; run remotestorage.Migrate or `rlmmctl migrate up`", version, SchemaVersion)
 	case version > SchemaVersion:
 		blocker, err := incompatibleMigration(ctx, pool, SchemaVersion)
 		if err != nil {
 			return ioError(ctx, err, "read the schema's compatibility")
 		}
 		if blocker != 0 {
-			return fmt.Errorf("remotestorage: the database schema is at version %d, newer than this code's %d, and migration %d does not declare code of schema %d compatible (no \"-- rlmm:compatible-with\" line naming %d or older); upgrade this broker's library to one with schema %d or newer before migrating further (see docs/MIGRATIONS.md), or migrate the database down", version, SchemaVersion, blocker, SchemaVersion, SchemaVersion, version)
+			return newError(ErrSchemaMismatch, "the database schema is at version %d, newer than this code's %d, and migration %d does not declare code of schema %d compatible (no \"-- rlmm:compatible-with\" line naming %d or older); upgrade this broker's library to one with schema %d or newer before migrating further (see docs/MIGRATIONS.md), or migrate the database down", version, SchemaVersion, blocker, SchemaVersion, SchemaVersion, version)
 		}
 	}
 	return nil

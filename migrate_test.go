@@ -49,12 +49,13 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 }
 
 // NewPgManager refuses a database that is not at the schema version the code
-// expects, and says what to run.
+// expects with ErrSchemaMismatch, and says what to run.
 func TestNewPgManagerRefusesWrongSchema(t *testing.T) {
 	t.Parallel()
 	t.Run("not migrated", func(t *testing.T) {
 		t.Parallel()
 		_, err := rs.NewPgManager(t.Context(), emptyPool(t))
+		require.ErrorIs(t, err, rs.ErrSchemaMismatch)
 		require.ErrorContains(t, err, "no remotestorage schema")
 		require.ErrorContains(t, err, "rlmmctl migrate up")
 	})
@@ -65,6 +66,7 @@ func TestNewPgManagerRefusesWrongSchema(t *testing.T) {
 		_, err := pool.Exec(t.Context(), "DELETE FROM "+migrations.VersionTable+" WHERE version_id = $1", rs.SchemaVersion)
 		require.NoError(t, err)
 		_, err = rs.NewPgManager(t.Context(), pool)
+		require.ErrorIs(t, err, rs.ErrSchemaMismatch)
 		require.ErrorContains(t, err, "this code needs")
 		require.ErrorContains(t, err, "Migrate")
 	})
@@ -75,6 +77,7 @@ func TestNewPgManagerRefusesWrongSchema(t *testing.T) {
 		_, err := pool.Exec(t.Context(), "INSERT INTO "+migrations.VersionTable+" (version_id, is_applied) VALUES ($1, true)", rs.SchemaVersion+1)
 		require.NoError(t, err)
 		_, err = rs.NewPgManager(t.Context(), pool)
+		require.ErrorIs(t, err, rs.ErrSchemaMismatch)
 		require.ErrorContains(t, err, "newer than this code")
 	})
 	t.Run("unreachable", func(t *testing.T) {
@@ -84,5 +87,6 @@ func TestNewPgManagerRefusesWrongSchema(t *testing.T) {
 		defer pool.Close()
 		_, err = rs.NewPgManager(t.Context(), pool)
 		require.ErrorIs(t, err, rs.ErrIO)
+		require.NotErrorIs(t, err, rs.ErrSchemaMismatch)
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,11 +38,11 @@ func TestOutcomeUnknownClassifiesCauses(t *testing.T) {
 		{"not ready", fmt.Errorf("%w: x", rs.ErrNotReady), false},
 		{"connection broke mid-reply", ioErr(io.ErrUnexpectedEOF), true},
 		{"connection reset", ioErr(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), true},
-		{"terminated", ioErr(&pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01"}), true},
-		{"crash shutdown", ioErr(&pgconn.PgError{Severity: "FATAL", Code: "57P02"}), true},
-		{"unique violation", ioErr(&pgconn.PgError{Severity: "ERROR", Code: "23505"}), false},
-		{"serialization failure", ioErr(&pgconn.PgError{Severity: "ERROR", Code: "40001"}), false},
-		{"statement cancelled", ioErr(&pgconn.PgError{Severity: "ERROR", Code: "57014"}), false},
+		{"terminated", ioErr(&pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: pgerrcode.AdminShutdown}), true},
+		{"crash shutdown", ioErr(&pgconn.PgError{Severity: "FATAL", Code: pgerrcode.CrashShutdown}), true},
+		{"unique violation", ioErr(&pgconn.PgError{Severity: "ERROR", Code: pgerrcode.UniqueViolation}), false},
+		{"serialization failure", ioErr(&pgconn.PgError{Severity: "ERROR", Code: pgerrcode.SerializationFailure}), false},
+		{"statement cancelled", ioErr(&pgconn.PgError{Severity: "ERROR", Code: pgerrcode.QueryCanceled}), false},
 		{"deadline while waiting for a connection", ioErr(context.DeadlineExceeded), false},
 		{"cancelled: maybe mid-statement", ioErr(context.Canceled), true},
 		{"something else", errors.New("boom"), true},
@@ -145,7 +146,7 @@ func TestOutcomeUnknownOnRealFailures(t *testing.T) {
 	err = stuck(configured, 100*time.Millisecond)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var pgErr *pgconn.PgError
-	cancelled := errors.As(err, &pgErr) && pgErr.Code == "57014"
+	cancelled := errors.As(err, &pgErr) && pgErr.Code == pgerrcode.QueryCanceled
 	require.Equal(t, !cancelled, rs.OutcomeUnknown(err), "%v", err)
 
 	// A statement terminated while it waits (FATAL 57P01): unknown.
@@ -166,7 +167,7 @@ func TestOutcomeUnknownOnRealFailures(t *testing.T) {
 		return false
 	}, 10*time.Second, 5*time.Millisecond)
 	require.ErrorAs(t, err, &pgErr)
-	require.Equal(t, "57P01", pgErr.Code)
+	require.Equal(t, pgerrcode.AdminShutdown, pgErr.Code)
 	require.True(t, rs.OutcomeUnknown(err), "%v", err)
 
 	// pgxpool's default closes the socket at the deadline: the statement

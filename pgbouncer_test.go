@@ -1,9 +1,9 @@
 package remotestorage_test
 
 // The library behind a real PgBouncer (Debian's package, 1.18) in
-// transaction pooling mode, in front of the test server: the conformance
-// suite (with its randomized model-based test), the multi-broker races, the
-// cache, and Migrate. The pool's DSN carries pgtest.BouncerDSNSettings
+// transaction pooling mode, in front of the test server: the multi-broker
+// races, the cache, and Migrate here; the conformance suite (with its
+// randomized model-based test) in conformance_test.go. The pool's DSN carries pgtest.BouncerDSNSettings
 // (default_query_exec_mode=exec); the README says why.
 
 import (
@@ -24,7 +24,6 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/migrations"
-	"github.com/krabka/remotestorage/rlmmtest"
 )
 
 // listenerOption gives the cache's listener a session connection straight
@@ -34,17 +33,6 @@ func listenerOption(t testing.TB, direct string) rs.Option {
 	cfg, err := pgx.ParseConfig(direct)
 	require.NoError(t, err)
 	return rs.WithListenerConnConfig(cfg)
-}
-
-func TestPgBouncerConformance(t *testing.T) {
-	t.Parallel()
-	pool, _ := pgtest.NewBouncerPool(t)
-	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
-		m, err := rs.NewPgManager(t.Context(), pool, opts...)
-		require.NoError(t, err)
-		t.Cleanup(m.Close)
-		return m
-	})
 }
 
 // bouncerBrokers is a brokersFunc through PgBouncer.
@@ -67,17 +55,6 @@ func TestPgBouncerBrokersRacingTransitions(t *testing.T) {
 func TestPgBouncerBrokersPartitionDeleteRacesAdds(t *testing.T) {
 	t.Parallel()
 	testBrokersPartitionDeleteRacesAdds(t, bouncerBrokers)
-}
-
-// The conformance suite answered from caches whose queries and writes go
-// through PgBouncer and whose listener has a session connection of its own.
-func TestPgBouncerCachedConformance(t *testing.T) {
-	t.Parallel()
-	pooled, direct := pgtest.NewBouncerDatabase(t)
-	listener := listenerOption(t, direct)
-	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
-		return &consumingManager{PgManager: newCachedManager(t, pooled, append(opts, listener)...), t: t, seen: map[[20]byte]bool{}}
-	})
 }
 
 func TestPgBouncerCacheCrossBroker(t *testing.T) {

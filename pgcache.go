@@ -13,52 +13,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/db"
 )
-
-// WithReadReplica sends queries (not writes) to replica, a hot standby of the
-// primary the manager's pool points at. CaughtUp(tp) then reads tp's
-// committed version on the primary first, then on the replica, and is true
-// only when the replica has reached it.
-func WithReadReplica(replica *pgxpool.Pool) Option {
-	return func(o *options) { o.readReplica = replica }
-}
-
-// WithCache keeps the partitions this manager consumes (see
-// OnPartitionLeadershipChanges) in memory, fresh through LISTEN/NOTIFY: their
-// queries are answered with no round trip. Until a partition is loaded its
-// queries and CaughtUp fail with ErrNotReady.
-func WithCache() Option {
-	return func(o *options) { o.cache = true }
-}
-
-// DefaultCachePollInterval is how often a cache checks, in one statement,
-// the committed versions of every partition it holds, when
-// WithCachePollInterval is not given.
-const DefaultCachePollInterval = time.Second
-
-// WithCachePollInterval sets how often the cache (WithCache) reads the
-// committed versions of all its partitions in one statement, and catches
-// up those behind. Notifications make the cache fresh within milliseconds;
-// the poll bounds how long a lost one (a writer that died between its
-// commit and its notification, a listener that cannot listen, as behind a
-// transaction pooler) can leave the cache behind: about one interval plus a
-// catch-up. Zero or less turns the poll off.
-func WithCachePollInterval(d time.Duration) Option {
-	return func(o *options) { o.cachePoll, o.cachePollSet = d, true }
-}
-
-// WithCacheLoaders sets how many partitions the cache (WithCache) loads or
-// catches up at once, each on one connection of the manager's pool. The
-// default is half the pool's MaxConns (at least 1), so that a broker
-// assigned many partitions at once keeps connections for its own calls:
-// loading 1,000 partitions on all four connections of a pool held the
-// broker's writes up to 0.4 s at p99 (BenchmarkCacheReady1M).
-func WithCacheLoaders(n int) Option {
-	return func(o *options) { o.cacheLoaders = n }
-}
 
 // notifyChannel is the channel every write notifies at commit, with the
 // payload "<topic id>/<partition>/<version>".
@@ -411,14 +368,28 @@ func (c *pgCache) read(tp TopicIDPartition, query func(p *memPartition)) (served
 // listen keeps a connection listening on notifyChannel, reconnecting with
 // backoff, and kicks the followers of the partitions notified. After each
 // (re)connect every partition catches up, for what was missed meanwhile.
+// It logs when it stops listening and when it listens again, not each
+// failed attempt in between: meanwhile queries keep answering from the
+// cache, and the version poll and CaughtUp keep it honest.
 func (c *pgCache) listen() {
 	backoff := newBackoff()
+	failed := 0 // attempts since the listener last listened
+	listening := func() {
+		if failed > 0 {
+			c.m.logInfo("the cache's listener listens again", "failed_attempts", failed)
+		}
+		failed = 0
+		backoff.reset()
+	}
 	for c.ctx.Err() == nil {
-		err := c.listenOnce()
+		err := c.listenOnce(listening)
 		if c.ctx.Err() != nil {
 			return
 		}
-		_ = err // the store is unreachable: CaughtUp says so, queries keep answering
+		if failed == 0 {
+			c.m.logWarn("the cache's listener is not listening; it retries with backoff, and until then the cache catches up by its version poll and CaughtUp", "error", err)
+		}
+		failed++
 		select {
 		case <-c.ctx.Done():
 			return
@@ -427,7 +398,9 @@ func (c *pgCache) listen() {
 	}
 }
 
-func (c *pgCache) listenOnce() error {
+// listenOnce connects and listens until the connection fails, calling
+// listening once the LISTEN holds.
+func (c *pgCache) listenOnce(listening func()) error {
 	conn, err := pgx.ConnectConfig(c.ctx, c.listenerConnConfig())
 	if err != nil {
 		return err
@@ -445,6 +418,7 @@ func (c *pgCache) listenOnce() error {
 	close(c.listening)
 	c.listening = make(chan struct{})
 	c.mu.Unlock()
+	listening()
 	for {
 		n, err := conn.WaitForNotification(c.ctx)
 		if err != nil {
@@ -497,21 +471,4 @@ func (c *pgCache) kick(tp TopicIDPartition) {
 	if cp := c.partitions[keyOf(tp)]; cp != nil {
 		cp.refresh()
 	}
-}
-
-// backoff is an exponential delay with jitter, from 50 ms to 5 s.
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{} }
-
-func (b *backoff) reset() { b.d = 0 }
-
-func (b *backoff) next() time.Duration {
-	switch {
-	case b.d == 0:
-		b.d = 50 * time.Millisecond
-	case b.d < 5*time.Second:
-		b.d = min(2*b.d, 5*time.Second)
-	}
-	return b.d/2 + time.Duration(time.Now().UnixNano()%int64(b.d/2+1))
 }

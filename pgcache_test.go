@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -135,15 +139,6 @@ func (c *consumingManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPart
 	return c.PgManager.EpochEndOffset(ctx, tp, e)
 }
 
-// The conformance suite, answered from the cache.
-func TestCachedPgManagerConformance(t *testing.T) {
-	t.Parallel()
-	dsn := pgtest.NewDatabase(t)
-	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
-		return &consumingManager{PgManager: newCachedManager(t, dsn, opts...), t: t, seen: map[[20]byte]bool{}}
-	})
-}
-
 // A write through a cached manager is in its own cache before the call
 // returns, and queries on a loaded partition make no round trip; CaughtUp
 // makes one.
@@ -256,7 +251,7 @@ func testCacheCrossBroker(t *testing.T, dsn string, opts ...rs.Option) {
 }
 
 // requireSameAnswers compares every query of got with want on tp.
-func requireSameAnswers(t *testing.T, where string, want, got rlmmtest.Manager, tp rs.TopicIDPartition) {
+func requireSameAnswers(t *testing.T, where string, want, got rs.Manager, tp rs.TopicIDPartition) {
 	t.Helper()
 	ctx := context.Background()
 	wantList, err := want.ListRemoteLogSegments(ctx, tp)
@@ -403,6 +398,57 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 		require.True(t, found)
 		require.Equal(t, s.SegmentID, got.SegmentID)
 	}
+}
+
+// The listener logs a state change, not each failed attempt: one warning
+// when it cannot listen, however many attempts fail, and one record when it
+// listens again.
+func TestCacheListenerLogsStateChanges(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	cfg, err := pgx.ParseConfig(dsn)
+	require.NoError(t, err)
+	var refuse atomic.Bool
+	var attempts atomic.Int64
+	refuse.Store(true)
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if refuse.Load() {
+			attempts.Add(1)
+			return nil, errors.New("refused by the test")
+		}
+		return dial(ctx, network, addr)
+	}
+	logger, logs := newLogger(slog.LevelInfo)
+	m := newCachedManager(t, dsn, rs.WithListenerConnConfig(cfg), rs.WithLogger(logger))
+	listenerRecords := func() (warnings, infos int) {
+		for _, r := range logs.records(t) {
+			if msg, _ := r["msg"].(string); strings.Contains(msg, "listener") {
+				switch r["level"] {
+				case "WARN":
+					warnings++
+				case "INFO":
+					infos++
+				}
+			}
+		}
+		return warnings, infos
+	}
+	eventually(t, 10*time.Second, "four failed attempts", func() bool { return attempts.Load() >= 4 })
+	warnings, infos := listenerRecords()
+	require.Equal(t, 1, warnings, "one warning for the outage")
+	require.Zero(t, infos)
+
+	reconnected := m.ListenerConnected()
+	refuse.Store(false)
+	select {
+	case <-reconnected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not connect within 10 s")
+	}
+	eventually(t, 5*time.Second, "the recovery logged", func() bool { _, infos := listenerRecords(); return infos == 1 })
+	warnings, _ = listenerRecords()
+	require.Equal(t, 1, warnings)
 }
 
 // A partition still loading answers ErrNotReady; a partition not consumed

@@ -3,14 +3,14 @@ package remotestorage
 import (
 	"context"
 	"errors"
-	"sync"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/db"
 )
 
 // PgManager is a RemoteLogMetadataManager that keeps the metadata in
@@ -25,9 +25,6 @@ type PgManager struct {
 	cache   *pgCache  // nil without WithCache
 	notify  *notifier // tells other caches of this manager's writes, after commit
 	side    *sideConn // the connection of the manager's background statements
-
-	assignedMu sync.Mutex
-	assigned   map[partitionKey]bool // what the assignment hooks say this manager consumes
 }
 
 var _ RemoteLogMetadataManager = (*PgManager)(nil)
@@ -40,7 +37,7 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 	if err := checkSchemaVersion(ctx, pool); err != nil {
 		return nil, err
 	}
-	m := &PgManager{pool: pool, reader: pool, queries: db.New(), opts: newOptions(opts), assigned: make(map[partitionKey]bool)}
+	m := &PgManager{pool: pool, reader: pool, queries: db.New(), opts: newOptions(opts)}
 	m.side = &sideConn{pool: pool}
 	m.notify = newNotifier(m.side, m.logWarn)
 	if m.opts.readReplica != nil {
@@ -71,6 +68,13 @@ func (m *PgManager) logWarn(msg string, args ...any) {
 	}
 }
 
+// logInfo logs that the manager's background work recovered.
+func (m *PgManager) logInfo(msg string, args ...any) {
+	if m.opts.logger != nil {
+		m.opts.logger.Info("remotestorage: "+msg, args...)
+	}
+}
+
 // committed records a write that committed at version: in this manager's
 // cache first (so the write is there before the call returns, and this
 // manager's own listener, hearing of it, finds nothing to catch up), then
@@ -82,31 +86,21 @@ func (m *PgManager) committed(tp TopicIDPartition, version int64, write func(p *
 	m.notify.notify(tp, version)
 }
 
-// OnPartitionLeadershipChanges records that the manager consumes the
-// partitions it leads and follows, as Kafka's assignment hook does. With
-// WithCache, each partition not consumed yet starts loading; a partition
-// assigned twice is not reloaded.
+// OnPartitionLeadershipChanges is Kafka's assignment hook: the manager
+// consumes the partitions it leads and follows. With WithCache, each
+// partition not consumed yet starts loading; a partition assigned twice is
+// not reloaded. Without WithCache there is nothing to do: every query goes
+// to the database whether or not the manager consumes the partition.
 func (m *PgManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []TopicIDPartition) error {
-	tps := append(append([]TopicIDPartition{}, leaders...), followers...)
-	m.assignedMu.Lock()
-	for _, tp := range tps {
-		m.assigned[keyOf(tp)] = true
-	}
-	m.assignedMu.Unlock()
 	if m.cache != nil {
-		m.cache.assign(tps)
+		m.cache.assign(append(append([]TopicIDPartition{}, leaders...), followers...))
 	}
 	return nil
 }
 
-// OnStopPartitions records that the manager no longer consumes partitions,
-// and drops them from the cache.
+// OnStopPartitions is Kafka's hook for partitions the manager no longer
+// consumes: the cache drops them (nothing to do without WithCache).
 func (m *PgManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPartition) error {
-	m.assignedMu.Lock()
-	for _, tp := range partitions {
-		delete(m.assigned, keyOf(tp))
-	}
-	m.assignedMu.Unlock()
 	if m.cache != nil {
 		m.cache.stop(partitions)
 	}
@@ -179,7 +173,7 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record", s.SegmentID.ID, s.SegmentID.TopicIDPartition)
-	case errors.As(err, &pgErr) && pgErr.Code == "23505" && uniqueSegmentIDConstraints[pgErr.ConstraintName]:
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && uniqueSegmentIDConstraints[pgErr.ConstraintName]:
 		return newError(ErrInvalidAdd, "segment %s: segment id was already added", s.SegmentID.ID)
 	}
 	return ioError(ctx, err, "add segment %s", s.SegmentID.ID)

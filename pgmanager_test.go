@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,24 +18,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
-	"github.com/krabka/remotestorage/rlmmtest"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
-func TestPgManagerConformance(t *testing.T) {
-	t.Parallel()
-	// The suite's subtests use fresh random topic and segment ids, so they
-	// share one database (a clone per subtest costs 0.2-1 s here), each with
-	// a manager of its own.
-	pool := pgtest.NewPool(t)
-	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rlmmtest.Manager {
-		m, err := rs.NewPgManager(t.Context(), pool, opts...)
-		require.NoError(t, err)
-		t.Cleanup(m.Close)
-		return m
-	})
-}
 
 // statementCounter counts the statements a pool sends: each query, batch,
 // prepare or copy is at least one round trip.
@@ -363,7 +347,7 @@ func TestPgManagerStoreFailures(t *testing.T) {
 	require.ErrorIs(t, err, rs.ErrIO)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
-	require.Equal(t, "42P01", pgErr.Code) // undefined_table
+	require.Equal(t, pgerrcode.UndefinedTable, pgErr.Code)
 	require.NotErrorIs(t, err, pgx.ErrNoRows)
 	err = m.AddRemoteLogSegmentMetadata(t.Context(), segment(tp, 0, 9, map[rs.LeaderEpoch]int64{0: 0}))
 	require.ErrorIs(t, err, rs.ErrIO)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -31,19 +30,6 @@ const (
 	// connection is closed.
 	DefaultCancelDeadlineDelay = time.Second
 )
-
-// PoolOption configures ConfigurePool and NewPool.
-type PoolOption func(*poolOptions)
-
-type poolOptions struct {
-	backoffMin, backoffMax time.Duration
-}
-
-// WithConnectBackoff sets the pause after a failed connection attempt: min
-// after the first, doubling up to max.
-func WithConnectBackoff(min, max time.Duration) PoolOption {
-	return func(o *poolOptions) { o.backoffMin, o.backoffMax = min, max }
-}
 
 // NewPool parses dsn, applies ConfigurePool and returns the pool. Like
 // pgxpool.New it does not connect: a broker that starts while the database
@@ -90,7 +76,7 @@ func ConfigurePool(cfg *pgxpool.Config, opts ...PoolOption) {
 	if cc.ConnectTimeout <= 0 {
 		cc.ConnectTimeout = DefaultConnectTimeout
 	}
-	b := &connectBackoff{min: o.backoffMin, max: max(o.backoffMin, o.backoffMax), connectTimeout: cc.ConnectTimeout}
+	b := &connectBackoff{delay: backoff{min: o.backoffMin, max: max(o.backoffMin, o.backoffMax)}, connectTimeout: cc.ConnectTimeout}
 	if cc.Tracer == nil {
 		cc.Tracer = b
 	} else {
@@ -116,11 +102,10 @@ func ConfigurePool(cfg *pgxpool.Config, opts ...PoolOption) {
 // they succeed; after a failure, open for a pause, then half-open for one
 // probe.
 type connectBackoff struct {
-	min, max       time.Duration
 	connectTimeout time.Duration
 
 	mu         sync.Mutex
-	failures   int       // consecutive failed attempts; 0: closed
+	delay      backoff   // its failures count the consecutive failed attempts; 0: closed
 	retryAt    time.Time // no attempt before this
 	probeSince time.Time // a probe is running since then; zero: none
 }
@@ -143,15 +128,15 @@ func (e *errConnectBackoff) SafeToRetry() bool { return true }
 func (b *connectBackoff) admit() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.failures == 0 {
+	if b.delay.failures == 0 {
 		return nil
 	}
 	now := time.Now()
 	// A probe that never reported back (a connect that failed before pgx
 	// traced it) stops blocking others after a connect timeout's worth.
-	probing := !b.probeSince.IsZero() && now.Sub(b.probeSince) < b.connectTimeout+b.max
+	probing := !b.probeSince.IsZero() && now.Sub(b.probeSince) < b.connectTimeout+b.delay.max
 	if probing || now.Before(b.retryAt) {
-		return &errConnectBackoff{failures: b.failures, wait: max(0, b.retryAt.Sub(now))}
+		return &errConnectBackoff{failures: b.delay.failures, wait: max(0, b.retryAt.Sub(now))}
 	}
 	b.probeSince = now
 	return nil
@@ -163,20 +148,13 @@ func (b *connectBackoff) done(err error) {
 	defer b.mu.Unlock()
 	b.probeSince = time.Time{}
 	if err == nil {
-		b.failures = 0
+		b.delay.reset()
 		return
 	}
 	if errors.Is(err, context.Canceled) {
 		return // the caller gave up: says nothing about the server
 	}
-	b.failures++
-	pause := b.min << min(b.failures-1, 20)
-	if pause > b.max || pause <= 0 {
-		pause = b.max
-	}
-	// Jitter in [pause/2, pause], so that brokers do not probe in step.
-	pause = pause/2 + rand.N(pause/2+1)
-	b.retryAt = time.Now().Add(pause)
+	b.retryAt = time.Now().Add(b.delay.next())
 }
 
 func (b *connectBackoff) TraceConnectStart(ctx context.Context, _ pgx.TraceConnectStartData) context.Context {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/db"
 )
 
 // StuckCollector is a prometheus.Collector of two gauges, computed on every
@@ -29,22 +29,6 @@ type StuckCollector struct {
 	timeout   time.Duration
 	segments  *prometheus.Desc
 	parts     *prometheus.Desc
-}
-
-// StuckCollectorOption configures NewStuckCollector.
-type StuckCollectorOption func(*StuckCollector)
-
-// WithStuckScrapeTimeout bounds the query of one scrape (default 5s).
-func WithStuckScrapeTimeout(d time.Duration) StuckCollectorOption {
-	return func(c *StuckCollector) { c.timeout = d }
-}
-
-// WithStuckConstLabels adds constant labels to both gauges (e.g. the cluster).
-func WithStuckConstLabels(labels prometheus.Labels) StuckCollectorOption {
-	return func(c *StuckCollector) {
-		c.segments = newStuckSegmentsDesc(labels)
-		c.parts = newStuckPartitionsDesc(labels)
-	}
 }
 
 func newStuckSegmentsDesc(labels prometheus.Labels) *prometheus.Desc {

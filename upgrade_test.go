@@ -159,6 +159,7 @@ func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 		undeclared := "-- +goose Up\nALTER TABLE rlmm_segments ADD COLUMN upgrade_test_note text;\n"
 		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, undeclared)))
 		_, err := rs.NewPgManager(t.Context(), pool)
+		require.ErrorIs(t, err, rs.ErrSchemaMismatch)
 		require.ErrorContains(t, err, fmt.Sprintf("migration %d does not declare code of schema %d compatible", rs.SchemaVersion+1, rs.SchemaVersion))
 		require.ErrorContains(t, err, "upgrade this broker's library")
 		require.ErrorContains(t, err, "docs/MIGRATIONS.md")

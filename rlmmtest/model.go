@@ -17,7 +17,7 @@ import (
 // managers it checks (no remotestorage internals, not even the state machine
 // tables), so a misreading of the contract has to be made twice to go unseen.
 //
-// Model satisfies Manager and is safe for concurrent use (one mutex). Where
+// Model satisfies remotestorage.Manager and is safe for concurrent use (one mutex). Where
 // API.md leaves the order of two checks open, Model picks one; see Update.
 type Model struct {
 	mu    sync.Mutex
@@ -46,7 +46,7 @@ type modelSeg struct {
 	finishSeq int64 // when COPY_SEGMENT_FINISHED was first applied; 0: never
 }
 
-var _ Manager = (*Model)(nil)
+var _ rs.Manager = (*Model)(nil)
 
 // NewModel returns an empty model that accepts custom metadata of up to
 // maxCustomMetadataBytes bytes.

@@ -2,7 +2,7 @@
 // (plus the Kafka extensions): every implementation runs it from its own tests,
 //
 //	func TestConformance(t *testing.T) {
-//		rlmmtest.Run(t, func(t *testing.T, opts ...remotestorage.Option) rlmmtest.Manager {
+//		rlmmtest.Run(t, func(t *testing.T, opts ...remotestorage.Option) remotestorage.Manager {
 //			return remotestorage.NewInMemoryManager(opts...)
 //		})
 //	}
@@ -32,11 +32,10 @@ import (
 	rs "github.com/krabka/remotestorage"
 )
 
-// Manager is what the suite drives: the interface plus the Kafka extensions.
-type Manager interface {
-	rs.RemoteLogMetadataManager
-	rs.KafkaExtensions
-}
+// Manager is remotestorage.Manager, what the suite drives: the interface
+// plus the Kafka extensions. The alias keeps callers that name
+// rlmmtest.Manager compiling.
+type Manager = rs.Manager
 
 // CustomMetadataLimit is the custom metadata limit the suite configures. The
 // factory always receives either exactly
@@ -51,7 +50,7 @@ const defaultCustomMetadataLimit = 65536
 // time it is called (once per subtest) and may register cleanups on the t it
 // is given. The suite checks CaughtUp is true: the manager must read from the
 // primary.
-func Run(t *testing.T, newManager func(t *testing.T, opts ...rs.Option) Manager) {
+func Run(t *testing.T, newManager func(t *testing.T, opts ...rs.Option) rs.Manager) {
 	s := &suite{newManager: newManager}
 	groups := []struct {
 		name string
@@ -87,14 +86,14 @@ func Run(t *testing.T, newManager func(t *testing.T, opts ...rs.Option) Manager)
 }
 
 type suite struct {
-	newManager func(t *testing.T, opts ...rs.Option) Manager
+	newManager func(t *testing.T, opts ...rs.Option) rs.Manager
 }
 
 // env is one subtest's world: its manager and a context.
 type env struct {
 	t       *testing.T
 	ctx     context.Context
-	m       Manager
+	m       rs.Manager
 	counter atomic.Int64 // makes BrokerIDs and timestamps of updates distinct
 }
 
@@ -282,14 +281,6 @@ func requireSameSegments(t *testing.T, want, got []rs.RemoteLogSegmentMetadata, 
 	require.Equal(t, normalizedAll(want), normalizedAll(got), msgAndArgs...)
 }
 
-func ids(ss []rs.RemoteLogSegmentMetadata) []uuid.UUID {
-	out := make([]uuid.UUID, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, s.SegmentID.ID)
-	}
-	return out
-}
-
 // list returns ListRemoteLogSegments(tp), which must not fail.
 func (e *env) list(tp rs.TopicIDPartition) []rs.RemoteLogSegmentMetadata {
 	e.t.Helper()
@@ -409,5 +400,3 @@ func deleteStateName(s rs.RemotePartitionDeleteState, has bool) string {
 	}
 	return fmt.Sprintf("INVALID_%d", s)
 }
-
-func ptr(s rs.RemoteLogSegmentMetadata) *rs.RemoteLogSegmentMetadata { return &s }

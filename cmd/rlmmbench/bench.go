@@ -183,9 +183,6 @@ func runBench(ctx context.Context, cfg config, srv *server) error {
 				p := probesFor(counter, mainDB)
 				base := opsByName(w.baselineOps(pool))
 				ops := []namedOp{w.addOp(m), w.updateOp(m), base[opBaseUpdateNotify], base[opBaseUpdateThenNotify], base[opBaseUpdateBatched]}
-				if !cfg.skip["proposals"] {
-					ops = append(ops, w.notifyFreeOps(pool)...)
-				}
 				if asyncPool != nil {
 					async := opsByName(w.baselineOps(asyncPool))[opBaseUpdate]
 					ops = append(ops, namedOp{name: opBaseUpdateAsync, baseline: opBaseUpdate, run: async.run})

@@ -69,11 +69,10 @@ type config struct {
 	soakClients  int
 	soakWindow   time.Duration
 
-	walkChild     string
-	walkDSN       string
-	walkShape     string
-	walkSize      int
-	walkPageProbe bool
+	walkChild string
+	walkDSN   string
+	walkShape string
+	walkSize  int
 }
 
 // mu serialises log lines and progress.

@@ -1,143 +1,16 @@
 package main
 
-// proposals.go: measured alternatives to statements this benchmark does not
-// own. Each runs the library's own generated statement through a DBTX that
-// rewrites its SQL on the way out, so the figure tracks the live statement
-// and differs from it only by the proposed change.
+// proposals.go: measured alternatives to the library's statements, in SQL
+// of the benchmark's own (the library's generated code is internal to it).
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/db"
 )
-
-const (
-	opAddNoNotify    = "Add statement without its pg_notify (proposal)"
-	opUpdateNoNotify = "Update statement without its pg_notify (proposal)"
-)
-
-// rewritingDBTX sends every statement through rewrite first.
-type rewritingDBTX struct {
-	db.DBTX
-	rewrite func(string) string
-}
-
-func (r rewritingDBTX) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return r.DBTX.Exec(ctx, r.rewrite(sql), args...)
-}
-func (r rewritingDBTX) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return r.DBTX.Query(ctx, r.rewrite(sql), args...)
-}
-func (r rewritingDBTX) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return r.DBTX.QueryRow(ctx, r.rewrite(sql), args...)
-}
-
-var (
-	notificationCTE = regexp.MustCompile(`(?s),\s*notification AS \(\s*SELECT pg_notify\(.*?\n\)`)
-	notificationRef = regexp.MustCompile(`,\s*notification\b`)
-)
-
-// withoutNotify removes the notification CTE of a write statement and the
-// references to it.
-func withoutNotify(sql string) string {
-	return notificationRef.ReplaceAllString(notificationCTE.ReplaceAllString(sql, ""), "")
-}
-
-// notifyFreeOps are Add and Update as the library sends them, minus the
-// NOTIFY; nil when the statements carry none (or the rewrite failed to
-// remove it).
-func (w *workload) notifyFreeOps(pool db.DBTX) []namedOp {
-	for _, sql := range []string{probeSQL(func(d db.DBTX) { _, _ = db.New().SegmentAdd(context.Background(), d, db.SegmentAddParams{}) }),
-		probeSQL(func(d db.DBTX) { _, _ = db.New().SegmentUpdate(context.Background(), d, db.SegmentUpdateParams{}) })} {
-		if !strings.Contains(sql, "pg_notify") || strings.Contains(withoutNotify(sql), "pg_notify") {
-			return nil
-		}
-	}
-	dbtx := rewritingDBTX{DBTX: pool, rewrite: withoutNotify}
-	q := db.New()
-	return []namedOp{
-		{name: opAddNoNotify, baseline: opBaseUpdate, run: func(ctx context.Context, rng *rand.Rand) (int, error) {
-			s := w.newSegment(rng)
-			epoch := rs.LeaderEpoch(w.s.lastEpoch() + 1)
-			_, err := q.SegmentAdd(ctx, dbtx, db.SegmentAddParams{
-				TopicID: s.SegmentID.TopicIDPartition.TopicID, Partition: s.SegmentID.TopicIDPartition.Partition,
-				Topic: s.SegmentID.TopicIDPartition.Topic, SegmentID: s.SegmentID.ID,
-				StartOffset: s.StartOffset, EndOffset: s.EndOffset, MaxTimestampMs: s.MaxTimestampMs,
-				BrokerID: s.BrokerID, EventTimestampMs: s.EventTimestampMs, SegmentSizeBytes: s.SegmentSizeInBytes,
-				CustomMetadata: s.CustomMetadata, State: int16(s.State), TxnIndexEmpty: s.TxnIndexEmpty,
-				Epochs: []int32{int32(epoch)}, EpochFirstOffsets: []int64{s.StartOffset}, EpochLastOffsets: []int64{s.EndOffset},
-				MaxEpochSpan: s.EndOffset - s.StartOffset,
-			})
-			if err != nil {
-				return 0, err
-			}
-			w.mu.Lock()
-			w.added = append(w.added, s.SegmentID)
-			w.mu.Unlock()
-			return 1, nil
-		}},
-		{name: opUpdateNoNotify, baseline: opBaseUpdate, run: func(ctx context.Context, rng *rand.Rand) (int, error) {
-			w.mu.Lock()
-			n := len(w.added)
-			if n == 0 {
-				w.mu.Unlock()
-				return 0, fmt.Errorf("no added segment to update")
-			}
-			id := w.added[int(w.toUpdate.Add(1)-1)%n]
-			w.mu.Unlock()
-			allowed := rs.AllowedSegmentFromStates(rs.CopySegmentFinished)
-			codes := make([]int16, len(allowed))
-			for i, a := range allowed {
-				codes[i] = int16(a)
-			}
-			row, err := q.SegmentUpdate(ctx, dbtx, db.SegmentUpdateParams{
-				TopicID: id.TopicIDPartition.TopicID, Partition: id.TopicIDPartition.Partition, SegmentID: id.ID,
-				State: int16(rs.CopySegmentFinished), BrokerID: 1, EventTimestampMs: baseTimestampMs,
-				Allowed: codes, Finishing: true,
-			})
-			if err == nil && row.UpdatedVersion < 0 {
-				err = fmt.Errorf("update refused: state %d", row.CurrentState)
-			}
-			return 1, err
-		}},
-	}
-}
-
-// probeSQL returns the SQL a generated call sends, without sending it.
-func probeSQL(call func(db.DBTX)) string {
-	var p sqlProbe
-	call(&p)
-	return p.sql
-}
-
-type sqlProbe struct{ sql string }
-
-func (p *sqlProbe) Exec(_ context.Context, sql string, _ ...any) (pgconn.CommandTag, error) {
-	p.sql = sql
-	return pgconn.CommandTag{}, fmt.Errorf("probe")
-}
-func (p *sqlProbe) Query(_ context.Context, sql string, _ ...any) (pgx.Rows, error) {
-	p.sql = sql
-	return nil, fmt.Errorf("probe")
-}
-func (p *sqlProbe) QueryRow(_ context.Context, sql string, _ ...any) pgx.Row {
-	p.sql = sql
-	return errRow{}
-}
-
-type errRow struct{}
-
-func (errRow) Scan(...any) error { return fmt.Errorf("probe") }
 
 const opLookupCovering = "lookup: hit, segment columns in the epoch index (proposal)"
 

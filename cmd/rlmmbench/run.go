@@ -24,7 +24,6 @@ type opFunc func(ctx context.Context, rng *rand.Rand) (rows int, err error)
 type measurement struct {
 	name     string
 	opName   string // name without decoration (scale runs)
-	segments int    // scale runs: the database's size
 	baseline string
 	target   float64
 	clients  int

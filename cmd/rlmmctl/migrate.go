@@ -332,7 +332,9 @@ func parseUpSection(file string, content string) (upSection, error) {
 	if m == nil {
 		return s, fmt.Errorf("migration %s: the name does not start with a version", file)
 	}
-	fmt.Sscan(m[1], &s.version)
+	if _, err := fmt.Sscan(m[1], &s.version); err != nil {
+		return s, fmt.Errorf("migration %s: version: %w", file, err)
+	}
 	var body strings.Builder
 	inUp := false
 	for _, line := range strings.SplitAfter(content, "\n") {

@@ -200,16 +200,15 @@ func commas(n int64) string {
 // run is a summary of consecutive narrow segments of one lane with the
 // same state and (first) epoch.
 type plotRun struct {
-	lane       int
-	state      remotestorage.RemoteLogSegmentState
-	colour     int32
-	first      int64
-	last       int64
-	count      int
-	epochsLo   int32
-	epochsHi   int32
-	x0, x1     float64
-	lastSegEnd float64
+	lane     int
+	state    remotestorage.RemoteLogSegmentState
+	colour   int32
+	first    int64
+	last     int64
+	count    int
+	epochsLo int32
+	epochsHi int32
+	x0, x1   float64
 }
 
 // renderPlot writes the SVG of segs (in list order) to w.
@@ -581,7 +580,7 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	defer os.Remove(f.Name()) //nolint:errcheck // gone after the rename
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close() // the write failed already
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {

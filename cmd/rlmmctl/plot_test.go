@@ -253,7 +253,7 @@ func TestPlotRendersInChromium(t *testing.T) {
 		f, err := os.Open(pngPath)
 		require.NoError(t, err)
 		img, err := png.Decode(f)
-		f.Close()
+		require.NoError(t, f.Close())
 		require.NoError(t, err)
 		require.Equal(t, 1400, img.Bounds().Dx())
 		require.Equal(t, 400, img.Bounds().Dy())

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -102,7 +103,7 @@ func TestRolesSQL(t *testing.T) {
 		_, err := pool.Exec(ctx, sql)
 		var pgErr *pgconn.PgError
 		require.ErrorAs(t, err, &pgErr, sql)
-		require.Equal(t, "42501", pgErr.Code, "%s: %v", sql, err) // insufficient_privilege
+		require.Equal(t, pgerrcode.InsufficientPrivilege, pgErr.Code, "%s: %v", sql, err)
 	}
 	for _, sql := range []string{
 		"ALTER TABLE rlmm_segments ADD COLUMN x integer",

@@ -114,7 +114,7 @@ func Run(m *testing.M) int {
 		select {
 		case sig := <-sigs:
 			_ = stopBouncer()
-			stopServer()
+			_ = stopServer() // the process dies of the signal next
 			signal.Reset(sig)
 			_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
 			time.Sleep(time.Second) // let the signal land
