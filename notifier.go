@@ -153,8 +153,9 @@ func notificationPayload(k partitionKey, version int64) string {
 }
 
 // sideConn is a manager's connection for its own background statements
-// (notifications, the cache's version poll): opened on first use, without
-// the pool's tracer (these statements are not the caller's), and never
+// (notifications, the cache's version poll): opened on first use, as the
+// pool opens its connections, but tracing only the connect, not the
+// statements (they are not the caller's), and never
 // taking a connection the callers' pool may be short of. One statement at
 // a time; a failed statement closes it, the next use reopens it.
 type sideConn struct {
@@ -168,8 +169,17 @@ func (c *sideConn) do(ctx context.Context, f func(conn *pgx.Conn) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil || c.conn.IsClosed() {
-		cfg := c.pool.Config().ConnConfig.Copy()
-		cfg.Tracer = nil
+		poolCfg := c.pool.Config()
+		cfg := poolCfg.ConnConfig.Copy()
+		cfg.Tracer = connectTracerOf(cfg.Tracer)
+		// The pool's BeforeConnect too: ConfigurePool's connect backoff
+		// (so that an outage costs no more attempts than the pool's) and
+		// whatever the caller set, such as a rotated password.
+		if poolCfg.BeforeConnect != nil {
+			if err := poolCfg.BeforeConnect(ctx, cfg); err != nil {
+				return err
+			}
+		}
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {
 			return err
@@ -192,3 +202,29 @@ func (c *sideConn) close() {
 		c.conn = nil
 	}
 }
+
+// connectTracer keeps the connect tracing of a tracer (ConfigurePool's
+// backoff learns each attempt's outcome from it) and drops its statements.
+type connectTracer struct{ connect pgx.ConnectTracer }
+
+// connectTracerOf returns t's connect tracing alone; nil when it has none.
+func connectTracerOf(t pgx.QueryTracer) pgx.QueryTracer {
+	if ct, ok := t.(pgx.ConnectTracer); ok {
+		return connectTracer{connect: ct}
+	}
+	return nil
+}
+
+func (t connectTracer) TraceConnectStart(ctx context.Context, data pgx.TraceConnectStartData) context.Context {
+	return t.connect.TraceConnectStart(ctx, data)
+}
+
+func (t connectTracer) TraceConnectEnd(ctx context.Context, data pgx.TraceConnectEndData) {
+	t.connect.TraceConnectEnd(ctx, data)
+}
+
+func (connectTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (connectTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -401,7 +401,15 @@ func (c *pgCache) listen() {
 // listenOnce connects and listens until the connection fails, calling
 // listening once the LISTEN holds.
 func (c *pgCache) listenOnce(listening func()) error {
-	conn, err := pgx.ConnectConfig(c.ctx, c.listenerConnConfig())
+	cfg := c.listenerConnConfig()
+	if before := c.m.pool.Config().BeforeConnect; before != nil && c.m.opts.listenerConnConfig == nil {
+		// Connected as the pool connects (ConfigurePool's backoff, a
+		// rotated password), as the side connection is.
+		if err := before(c.ctx, cfg); err != nil {
+			return err
+		}
+	}
+	conn, err := pgx.ConnectConfig(c.ctx, cfg)
 	if err != nil {
 		return err
 	}
