@@ -79,24 +79,29 @@ const segmentFirstForTimestamp = `-- name: SegmentFirstForTimestamp :one
 
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_segments s
-WHERE s.segment_id = (
-    SELECT e.segment_id
-    FROM rlmm_segment_epochs e
-    WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-      -- The walk must follow rlmm_segment_epochs_list_idx (state IN (0, 1,
-      -- 2)) in its order: "state::integer = 1" keeps the planner from
-      -- proving the predicate of the state = 1 indexes, which, analyzed,
-      -- it preferred, reading the whole epoch and sorting it.
-      AND e.state IN (0, 1, 2) AND e.state::integer = 1
-      AND e.segment_start_offset >= ($4::bigint) - (
-          SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
-          WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
-      AND e.segment_end_offset >= $4::bigint
-      AND (SELECT cs.max_timestamp_ms FROM rlmm_segments cs WHERE cs.segment_id = e.segment_id) >= $5::bigint
-    ORDER BY e.segment_start_offset, e.added_version
-    LIMIT 1)
+WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
+  -- The walk must follow rlmm_segments_list_idx (state IN (0, 1, 2)) in its
+  -- order: "state::integer = 1" keeps the planner from matching the state
+  -- to another index's predicate.
+  AND s.state IN (0, 1, 2) AND s.state::integer = 1
+  AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
+  AND s.start_offset >= ($4::bigint) - (
+      SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
+      WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
+  AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
+  AND s.end_offset >= $4::bigint
+  AND s.max_timestamp_ms >= $5::bigint
+  AND $3::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+ORDER BY s.start_offset, s.added_version
+LIMIT 1
 `
 
 type SegmentFirstForTimestampParams struct {
@@ -116,16 +121,21 @@ type SegmentFirstForTimestampRow struct {
 // guard trigger of a manual COPY_SEGMENT_FINISHED (migrations/00004).
 // The first finished segment carrying @epoch, in list order (start offset,
 // then added version), whose end offset >= @starting_offset and whose
-// max_timestamp_ms >= @timestamp_ms. Shaped so that the plan does not depend
-// on statistics: scalar subqueries on unique keys and one ordered index walk.
-//   - The walk starts at start offsets >= @starting_offset - max_segment_span
+// max_timestamp_ms >= @timestamp_ms. One ordered range of
+// rlmm_segments_list_idx, read as SegmentListByEpoch reads it, whose bounds
+// come from probes on unique keys, so that the plan does not depend on
+// statistics:
+//   - from the later of the epoch's first start offset (a probe of
+//     rlmm_segment_epochs_list_idx) and @starting_offset - max_segment_span
 //     (rlmm_epoch_ends, by primary key: no finished segment carrying the epoch
 //     is longer, so none starting earlier reaches @starting_offset; no row: no
-//     finished segment ever carried the epoch, and the walk is empty).
-//   - It goes in list order on rlmm_segment_epochs_list_idx (ORDER BY ... LIMIT
-//     1 on the index's own order), and reads max_timestamp_ms by the unique
-//     segment id only for the candidates that pass the offset filter.
-//   - The answer is fetched by its unique segment id.
+//     finished segment ever carried the epoch, and the range is empty);
+//   - to the epoch's last start offset.
+//
+// The filters are read from each segment's row as the walk passes it (about
+// one buffer per 30 segments, as the rows follow their start offsets),
+// where a walk of the epoch index fetched each candidate's row by its key
+// (four buffers each).
 func (q *Queries) SegmentFirstForTimestamp(ctx context.Context, db DBTX, arg SegmentFirstForTimestampParams) (SegmentFirstForTimestampRow, error) {
 	row := db.QueryRow(ctx, segmentFirstForTimestamp,
 		arg.TopicID,
