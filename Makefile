@@ -93,6 +93,11 @@ ci: lint check-generated test fuzz ## What .ci/run runs.
 bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments, then a fresh never-analyzed database (~11 min; BENCH_FLAGS=-segments=10000000 for 10M).
 	$(GO) run ./cmd/rlmmbench $(BENCH_FLAGS)
 	$(MAKE) bench-fresh
+	$(MAKE) bench-ready
+
+.PHONY: bench-ready
+bench-ready: pg-user ## A broker with WithCache ready on 1,000 partitions of 1,000 segments: time, heap per segment, cost to others (~1 min).
+	$(GO) test -run '^$$' -bench '^BenchmarkCacheReady1M$$' -benchtime 1x -timeout 20m .
 
 .PHONY: bench-fresh
 bench-fresh: pg-user ## Benchmark a freshly written, never-analyzed database: reads, writes with WAL bytes, cross-broker freshness (~1 min).

@@ -74,5 +74,5 @@
 // [Migrate] applies the embedded goose migrations; [NewPgManager] refuses a
 // database whose schema is not at [SchemaVersion]. The tables, views
 // (rlmm_segments_v, rlmm_partitions_v) and guard triggers are commented for
-// psql; the README lists ready queries for DBAs.
+// psql; docs/DBA.md lists ready queries for DBAs and the repair guide.
 package remotestorage

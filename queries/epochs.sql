@@ -25,23 +25,23 @@ WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
   -- The walk must follow rlmm_segments_list_idx (state IN (0, 1, 2)) in its
   -- order: "state::integer = 1" keeps the planner from matching the state
   -- to another index's predicate.
-  AND s.state IN (0, 1, 2) AND s.state::integer = 1
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */ AND s.state::integer = 1 /* COPY_SEGMENT_FINISHED */
   AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
   AND s.start_offset >= (@starting_offset::bigint) - (
       SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
       WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer)
   AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
   AND s.end_offset >= @starting_offset::bigint
   AND s.max_timestamp_ms >= @timestamp_ms::bigint
   AND @epoch::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
 LIMIT 1;
 
@@ -53,7 +53,7 @@ SELECT ee.end_offset
 FROM rlmm_epoch_ends ee
 WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2);
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */);
 
 -- name: EpochEndsChanged :many
 -- The partition's epoch ends raised after @after_version, for the cache's

@@ -149,7 +149,7 @@ WHERE s.segment_id = (
         SELECT e.segment_id
         FROM rlmm_segment_epochs e
         WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-          AND e.epoch = @epoch::integer AND e.state = 1
+          AND e.epoch = @epoch::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
           AND e.first_offset <= @lookup_offset::bigint
           AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
           AND e.last_offset >= @lookup_offset::bigint
@@ -165,9 +165,9 @@ WHERE s.segment_id = (
 SELECT e.segment_end_offset
 FROM rlmm_segment_epochs e
 WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
-  AND e.state = 1
+  AND e.state = 1 /* COPY_SEGMENT_FINISHED */
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY e.segment_end_offset DESC
 LIMIT 1;
 
@@ -177,9 +177,9 @@ LIMIT 1;
 SELECT sqlc.embed(s)
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
-  AND s.state IN (0, 1, 2)
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version;
 
 -- name: SegmentListPage :many
@@ -193,10 +193,10 @@ ORDER BY s.start_offset, s.added_version;
 SELECT sqlc.embed(s)
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
-  AND s.state IN (0, 1, 2)
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND (s.start_offset, s.added_version) > (@after_start_offset::bigint, @after_added_version::bigint)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
 LIMIT @page_size::integer;
 
@@ -212,18 +212,18 @@ LIMIT @page_size::integer;
 SELECT sqlc.embed(s)
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
-  AND s.state IN (0, 1, 2)
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
   AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
   AND @epoch::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version;
 
 -- name: SegmentListByEpochPage :many
@@ -234,22 +234,22 @@ SELECT sqlc.embed(s)
 FROM (SELECT
         (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
          ORDER BY e.segment_start_offset, e.added_version LIMIT 1) AS lo,
         (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1) AS hi
      ) AS b
 JOIN rlmm_segments s
   ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
- AND s.state IN (0, 1, 2)
+ AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
  AND (s.start_offset, s.added_version) > (CASE WHEN b.lo > @after_start_offset::bigint THEN b.lo ELSE @after_start_offset::bigint END,
                                           CASE WHEN b.lo > @after_start_offset::bigint THEN -1 ELSE @after_added_version::bigint END)
  AND s.start_offset <= b.hi
 WHERE @epoch::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
 LIMIT @page_size::integer;
 
@@ -258,18 +258,18 @@ LIMIT @page_size::integer;
 SELECT coalesce(sum(s.segment_size_bytes), 0)::bigint AS size
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
-  AND s.state IN (0, 1, 2)
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
   AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
   AND @epoch::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2);
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */);
 
 -- name: SegmentNextWithTxnIndex :one
 -- Walks the lookups of @epoch from @lookup_offset (each step looks up the
@@ -283,7 +283,7 @@ WITH RECURSIVE walk AS (
          SELECT e.segment_id, e.segment_end_offset
          FROM rlmm_segment_epochs e
          WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-           AND e.epoch = @epoch::integer AND e.state = 1
+           AND e.epoch = @epoch::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
            AND e.first_offset <= @lookup_offset::bigint
            AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
            AND e.last_offset >= @lookup_offset::bigint
@@ -306,7 +306,7 @@ WITH RECURSIVE walk AS (
             SELECT e.segment_id, e.segment_end_offset
             FROM rlmm_segment_epochs e
             WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-              AND e.epoch = @epoch::integer AND e.state = 1
+              AND e.epoch = @epoch::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
               AND e.first_offset <= walk.segment_end_offset + 1
               AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
               AND e.last_offset >= walk.segment_end_offset + 1

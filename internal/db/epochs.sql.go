@@ -16,7 +16,7 @@ SELECT ee.end_offset
 FROM rlmm_epoch_ends ee
 WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 `
 
 type EpochEndOffsetParams struct {
@@ -83,23 +83,23 @@ WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   -- The walk must follow rlmm_segments_list_idx (state IN (0, 1, 2)) in its
   -- order: "state::integer = 1" keeps the planner from matching the state
   -- to another index's predicate.
-  AND s.state IN (0, 1, 2) AND s.state::integer = 1
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */ AND s.state::integer = 1 /* COPY_SEGMENT_FINISHED */
   AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
   AND s.start_offset >= ($4::bigint) - (
       SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
       WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
   AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
   AND s.end_offset >= $4::bigint
   AND s.max_timestamp_ms >= $5::bigint
   AND $3::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
 LIMIT 1
 `

@@ -115,9 +115,9 @@ const segmentHighestOffset = `-- name: SegmentHighestOffset :one
 SELECT e.segment_end_offset
 FROM rlmm_segment_epochs e
 WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-  AND e.state = 1
+  AND e.state = 1 /* COPY_SEGMENT_FINISHED */
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY e.segment_end_offset DESC
 LIMIT 1
 `
@@ -140,9 +140,9 @@ const segmentList = `-- name: SegmentList :many
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
-  AND s.state IN (0, 1, 2)
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
 `
 
@@ -202,18 +202,18 @@ const segmentListByEpoch = `-- name: SegmentListByEpoch :many
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
-  AND s.state IN (0, 1, 2)
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
   AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
   AND $3::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
 `
 
@@ -281,22 +281,22 @@ SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_off
 FROM (SELECT
         (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
          ORDER BY e.segment_start_offset, e.added_version LIMIT 1) AS lo,
         (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1) AS hi
      ) AS b
 JOIN rlmm_segments s
   ON s.topic_id = $1::uuid AND s.partition = $2::integer
- AND s.state IN (0, 1, 2)
+ AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
  AND (s.start_offset, s.added_version) > (CASE WHEN b.lo > $4::bigint THEN b.lo ELSE $4::bigint END,
                                           CASE WHEN b.lo > $4::bigint THEN -1 ELSE $5::bigint END)
  AND s.start_offset <= b.hi
 WHERE $3::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
 LIMIT $6::integer
 `
@@ -369,10 +369,10 @@ const segmentListPage = `-- name: SegmentListPage :many
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
-  AND s.state IN (0, 1, 2)
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND (s.start_offset, s.added_version) > ($3::bigint, $4::bigint)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
 LIMIT $5::integer
 `
@@ -453,7 +453,7 @@ WHERE s.segment_id = (
         SELECT e.segment_id
         FROM rlmm_segment_epochs e
         WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-          AND e.epoch = $1::integer AND e.state = 1
+          AND e.epoch = $1::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
           AND e.first_offset <= $2::bigint
           AND e.first_offset >= ($2::bigint) - p.max_epoch_span
           AND e.last_offset >= $2::bigint
@@ -523,7 +523,7 @@ WITH RECURSIVE walk AS (
          SELECT e.segment_id, e.segment_end_offset
          FROM rlmm_segment_epochs e
          WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-           AND e.epoch = $3::integer AND e.state = 1
+           AND e.epoch = $3::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
            AND e.first_offset <= $4::bigint
            AND e.first_offset >= ($4::bigint) - p.max_epoch_span
            AND e.last_offset >= $4::bigint
@@ -546,7 +546,7 @@ WITH RECURSIVE walk AS (
             SELECT e.segment_id, e.segment_end_offset
             FROM rlmm_segment_epochs e
             WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-              AND e.epoch = $3::integer AND e.state = 1
+              AND e.epoch = $3::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
               AND e.first_offset <= walk.segment_end_offset + 1
               AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
               AND e.last_offset >= walk.segment_end_offset + 1
@@ -619,18 +619,18 @@ const segmentSizeByEpoch = `-- name: SegmentSizeByEpoch :one
 SELECT coalesce(sum(s.segment_size_bytes), 0)::bigint AS size
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
-  AND s.state IN (0, 1, 2)
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
   AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
                          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2)
+                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
                          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
   AND $3::integer = ANY(s.epochs)
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2)
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 `
 
 type SegmentSizeByEpochParams struct {
