@@ -297,21 +297,27 @@ func benchmarkFreshness(b *testing.B, f freshDB) {
 		i++
 		require.NoError(b, a.AddRemoteLogSegmentMetadata(ctx, s))
 		require.NoError(b, a.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
-		committed := time.Now()
-		for {
-			_, ok, err := reader.RemoteLogSegmentMetadata(ctx, tp, 0, s.StartOffset)
-			require.NoError(b, err)
-			if ok {
-				break
-			}
-			if time.Since(committed) > 10*time.Second {
-				b.Fatal("the write never reached the other cache")
-			}
-			runtime.Gosched()
-		}
-		lags = append(lags, time.Since(committed))
+		lags = append(lags, lagUntilCached(b, reader, s))
 	}
 	slices.Sort(lags)
 	b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-lag-µs")
 	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lag-µs")
+}
+
+// lagUntilCached spins on reader's cache, without a round trip or a
+// CaughtUp to pull it forward, until it holds s finished, and returns how
+// long that took from the call.
+func lagUntilCached(b *testing.B, reader *rs.PgManager, s rs.RemoteLogSegmentMetadata) time.Duration {
+	committed := time.Now()
+	for {
+		got, ok, err := reader.RemoteLogSegmentMetadata(b.Context(), s.SegmentID.TopicIDPartition, 0, s.StartOffset)
+		require.NoError(b, err)
+		if ok && got.State == rs.CopySegmentFinished {
+			return time.Since(committed)
+		}
+		if time.Since(committed) > 10*time.Second {
+			b.Fatal("the write never reached the other cache")
+		}
+		runtime.Gosched()
+	}
 }

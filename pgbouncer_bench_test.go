@@ -1,7 +1,6 @@
 package remotestorage_test
 
 import (
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -58,19 +57,7 @@ func benchmarkBouncerFreshness(b *testing.B, pooled string, opts ...rs.Option) {
 		i++
 		require.NoError(b, writer.AddRemoteLogSegmentMetadata(ctx, s))
 		require.NoError(b, writer.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
-		committed := time.Now()
-		for {
-			got, ok, err := reader.RemoteLogSegmentMetadata(ctx, tp, 0, s.StartOffset)
-			require.NoError(b, err)
-			if ok && got.State == rs.CopySegmentFinished {
-				break
-			}
-			if time.Since(committed) > 10*time.Second {
-				b.Fatal("the write never reached the other cache")
-			}
-			runtime.Gosched()
-		}
-		lags = append(lags, time.Since(committed))
+		lags = append(lags, lagUntilCached(b, reader, s))
 	}
 	slices.Sort(lags)
 	b.ReportMetric(float64(lags[len(lags)/2].Milliseconds()), "p50-lag-ms")
