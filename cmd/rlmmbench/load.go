@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,10 +47,21 @@ func loadShapes(ctx context.Context, pool *pgxpool.Pool, workers int, shapes ...
 			return err
 		}
 	}
+	// rlmm_epoch_ends (migration 00004), as its backfill fills it: the
+	// high-water marks of every epoch of the segments that finished.
+	vacuumed := loadedTables
+	if ok, err := hasTable(ctx, pool, "rlmm_epoch_ends"); err != nil {
+		return err
+	} else if ok {
+		if err := execMaintenance(ctx, pool, epochEndsFill); err != nil {
+			return err
+		}
+		vacuumed = append(slices.Clip(loadedTables), "rlmm_epoch_ends")
+	}
 	indexed := time.Now()
 	// Sets the visibility map (index-only scans) and the statistics; FREEZE
 	// spares the measurements an anti-wraparound vacuum.
-	for _, table := range loadedTables {
+	for _, table := range vacuumed {
 		if err := execMaintenance(ctx, pool, "VACUUM (FREEZE, ANALYZE) "+table); err != nil {
 			return err
 		}
@@ -237,6 +249,20 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 		return fmt.Errorf("copy epochs: %w", err)
 	}
 	return nil
+}
+
+// epochEndsFill is migrations/00004_epoch_ends.sql's backfill.
+const epochEndsFill = `INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset), max(e.segment_end_offset - e.segment_start_offset), p.version
+FROM rlmm_segment_epochs e
+JOIN rlmm_partitions p ON p.topic_id = e.topic_id AND p.partition = e.partition
+WHERE e.finished_version IS NOT NULL
+GROUP BY e.topic_id, e.partition, e.epoch, p.version`
+
+func hasTable(ctx context.Context, pool *pgxpool.Pool, table string) (bool, error) {
+	var ok bool
+	err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&ok)
+	return ok, err
 }
 
 func hasColumn(ctx context.Context, pool *pgxpool.Pool, table, column string) (bool, error) {
