@@ -43,6 +43,13 @@ func (m *PgManager) PartitionChangesForTest(ctx context.Context, tp TopicIDParti
 	return len(rows), err
 }
 
+// PartitionCatchUpForTest sends the cache's one-statement catch-up of tp
+// after version, and returns how many segments it brought.
+func (m *PgManager) PartitionCatchUpForTest(ctx context.Context, tp TopicIDPartition, after int64) (int, error) {
+	rows, err := m.queries.PartitionCatchUp(ctx, m.pool, db.PartitionCatchUpParams{TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after})
+	return len(rows), err
+}
+
 // PollVersionsForTest sends the cache poll's statement for tps.
 func (m *PgManager) PollVersionsForTest(ctx context.Context, tps ...TopicIDPartition) error {
 	var params db.PartitionVersionsParams

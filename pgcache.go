@@ -227,45 +227,8 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		hook(cp.tp, loaded)
 	}
 
-	tx, err := c.m.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	read, err := c.readChanges(ctx, cp.tp, after)
 	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
-	key := db.PartitionGetParams{TopicID: cp.tp.TopicID, Partition: cp.tp.Partition}
-	partition, err := c.m.queries.PartitionGet(ctx, tx, key)
-	if errors.Is(err, pgx.ErrNoRows) {
-		partition, err = db.RlmmPartition{}, nil // never written to: version 0
-	}
-	if err != nil {
-		return err
-	}
-	var rows []db.RlmmSegment
-	if after == 0 {
-		// The load: the live segments only, whatever the partition's
-		// history; the partition row gives the version they make up.
-		var live []db.SegmentListRow
-		live, err = c.m.queries.SegmentList(ctx, tx, db.SegmentListParams{TopicID: cp.tp.TopicID, Partition: cp.tp.Partition})
-		for _, r := range live {
-			rows = append(rows, r.RlmmSegment)
-		}
-	} else {
-		var changes []db.PartitionChangesRow
-		changes, err = c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
-			TopicID: cp.tp.TopicID, Partition: cp.tp.Partition, AfterVersion: after,
-		})
-		for _, r := range changes {
-			rows = append(rows, r.RlmmSegment)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	epochEnds, err := c.readEpochEnds(ctx, tx, cp.tp, after) // issue 13: EpochEndOffset outlives deleted segments
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 
@@ -278,10 +241,11 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		cp.data = newMemPartition()
 	}
 	p := cp.data
-	for _, r := range rows {
+	for _, r := range read.segments {
 		p.put(memSegmentFromRow(r))
 	}
-	applyEpochEnds(p, epochEnds)
+	applyEpochEnds(p, read.epochEnds)
+	partition := read.partition
 	if partition.Version > p.deleteVersion {
 		p.deleteState, p.deleteVersion = partitionDeleteNone, partition.Version
 		if partition.DeleteState.Valid {
@@ -300,6 +264,80 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	cp.pending = nil
 	p.changed()
 	return nil
+}
+
+// changes is what a load or a catch-up read, in one snapshot: the
+// partition row, the segments written after the cached version (a load:
+// the live ones), and the epoch ends raised after it.
+type changes struct {
+	partition db.RlmmPartition
+	segments  []db.RlmmSegment
+	epochEnds []db.EpochEndsChangedRow
+}
+
+// readChanges reads the partition's changes after version after (0: a
+// load). A catch-up that brings segments is one statement, one round trip
+// (PartitionCatchUp); a load, or a catch-up of a partition row that moved
+// alone, reads in one REPEATABLE READ transaction.
+func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after int64) (changes, error) {
+	if after > 0 {
+		rows, err := c.m.queries.PartitionCatchUp(ctx, c.m.pool, db.PartitionCatchUpParams{
+			TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after,
+		})
+		if err != nil {
+			return changes{}, err
+		}
+		if len(rows) > 0 {
+			read := changes{partition: db.RlmmPartition{Version: rows[0].PartitionVersion, DeleteState: rows[0].PartitionDeleteState}}
+			for _, r := range rows {
+				read.segments = append(read.segments, r.RlmmSegment)
+			}
+			for i, e := range rows[0].EndEpochs {
+				read.epochEnds = append(read.epochEnds, db.EpochEndsChangedRow{Epoch: e, EndOffset: rows[0].EndOffsets[i]})
+			}
+			return read, nil
+		}
+	}
+
+	tx, err := c.m.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return changes{}, err
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
+	var read changes
+	key := db.PartitionGetParams{TopicID: tp.TopicID, Partition: tp.Partition}
+	read.partition, err = c.m.queries.PartitionGet(ctx, tx, key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		read.partition, err = db.RlmmPartition{}, nil // never written to: version 0
+	}
+	if err != nil {
+		return changes{}, err
+	}
+	if after == 0 {
+		// The load: the live segments only, whatever the partition's
+		// history; the partition row gives the version they make up.
+		var live []db.SegmentListRow
+		live, err = c.m.queries.SegmentList(ctx, tx, db.SegmentListParams{TopicID: tp.TopicID, Partition: tp.Partition})
+		for _, r := range live {
+			read.segments = append(read.segments, r.RlmmSegment)
+		}
+	} else {
+		var rows []db.PartitionChangesRow
+		rows, err = c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
+			TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after,
+		})
+		for _, r := range rows {
+			read.segments = append(read.segments, r.RlmmSegment)
+		}
+	}
+	if err != nil {
+		return changes{}, err
+	}
+	read.epochEnds, err = c.readEpochEnds(ctx, tx, tp, after) // issue 13: EpochEndOffset outlives deleted segments
+	if err != nil {
+		return changes{}, err
+	}
+	return read, tx.Commit(ctx)
 }
 
 func memSegmentFromRow(r db.RlmmSegment) *memSegment {

@@ -215,6 +215,13 @@ ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 			_, err := m.PartitionChangesForTest(ctx, tp, version-1)
 			return err
 		}},
+		{name: "cache catch-up, one statement", run: func() error {
+			n, err := m.PartitionCatchUpForTest(ctx, tp, version-1)
+			if err == nil && n == 0 {
+				return errors.New("the catch-up brought no segment")
+			}
+			return err
+		}},
 	}
 	// The full list returns the whole partition: it grows with it by design
 	// (O(rows)), so it is measured per row returned against the small size.

@@ -55,6 +55,35 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) AS v ON true;
 
+-- name: PartitionCatchUp :many
+-- PartitionChanges, PartitionGet and EpochEndsChanged in one statement (one
+-- statement, one snapshot: no transaction, one round trip), for the cache's
+-- catch-up: each segment written after @after_version, with the partition's
+-- version and delete state and the epoch ends raised after @after_version
+-- repeated on every row (a catch-up brings a few rows). No row: no segment
+-- changed; the cache then reads the three in one transaction, since the
+-- partition row may have moved alone (a partition delete).
+WITH head AS MATERIALIZED (
+    -- Read once, whatever the join order: the partition row by its key and
+    -- its raised epoch ends by the primary key's prefix.
+    SELECT p.version, p.delete_state, ee.epochs, ee.end_offsets
+    FROM rlmm_partitions p
+    CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}')::integer[] AS epochs,
+            coalesce(array_agg(e.end_offset ORDER BY e.epoch), '{}')::bigint[] AS end_offsets
+        FROM rlmm_epoch_ends e
+        WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+          AND e.raised_version > @after_version::bigint
+    ) AS ee
+    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+)
+SELECT sqlc.embed(s), head.version AS partition_version, head.delete_state AS partition_delete_state,
+    head.epochs AS end_epochs, head.end_offsets AS end_offsets
+FROM head
+JOIN rlmm_segments s ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+ AND s.last_version > @after_version::bigint
+ORDER BY s.last_version;
+
 -- name: PartitionChanges :many
 -- The segments of a partition written after version @after_version, with the
 -- epoch-map and version columns a cache needs. Read in the same snapshot as

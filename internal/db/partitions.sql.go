@@ -9,7 +9,97 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const partitionCatchUp = `-- name: PartitionCatchUp :many
+WITH head AS MATERIALIZED (
+    -- Read once, whatever the join order: the partition row by its key and
+    -- its raised epoch ends by the primary key's prefix.
+    SELECT p.version, p.delete_state, ee.epochs, ee.end_offsets
+    FROM rlmm_partitions p
+    CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}')::integer[] AS epochs,
+            coalesce(array_agg(e.end_offset ORDER BY e.epoch), '{}')::bigint[] AS end_offsets
+        FROM rlmm_epoch_ends e
+        WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+          AND e.raised_version > $3::bigint
+    ) AS ee
+    WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
+)
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, head.version AS partition_version, head.delete_state AS partition_delete_state,
+    head.epochs AS end_epochs, head.end_offsets AS end_offsets
+FROM head
+JOIN rlmm_segments s ON s.topic_id = $1::uuid AND s.partition = $2::integer
+ AND s.last_version > $3::bigint
+ORDER BY s.last_version
+`
+
+type PartitionCatchUpParams struct {
+	TopicID      uuid.UUID
+	Partition    int32
+	AfterVersion int64
+}
+
+type PartitionCatchUpRow struct {
+	RlmmSegment          RlmmSegment
+	PartitionVersion     int64
+	PartitionDeleteState pgtype.Int2
+	EndEpochs            []int32
+	EndOffsets           []int64
+}
+
+// PartitionChanges, PartitionGet and EpochEndsChanged in one statement (one
+// statement, one snapshot: no transaction, one round trip), for the cache's
+// catch-up: each segment written after @after_version, with the partition's
+// version and delete state and the epoch ends raised after @after_version
+// repeated on every row (a catch-up brings a few rows). No row: no segment
+// changed; the cache then reads the three in one transaction, since the
+// partition row may have moved alone (a partition delete).
+func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCatchUpParams) ([]PartitionCatchUpRow, error) {
+	rows, err := db.Query(ctx, partitionCatchUp, arg.TopicID, arg.Partition, arg.AfterVersion)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PartitionCatchUpRow{}
+	for rows.Next() {
+		var i PartitionCatchUpRow
+		if err := rows.Scan(
+			&i.RlmmSegment.TopicID,
+			&i.RlmmSegment.Partition,
+			&i.RlmmSegment.SegmentID,
+			&i.RlmmSegment.Topic,
+			&i.RlmmSegment.StartOffset,
+			&i.RlmmSegment.EndOffset,
+			&i.RlmmSegment.MaxTimestampMs,
+			&i.RlmmSegment.BrokerID,
+			&i.RlmmSegment.EventTimestampMs,
+			&i.RlmmSegment.SegmentSizeBytes,
+			&i.RlmmSegment.CustomMetadata,
+			&i.RlmmSegment.State,
+			&i.RlmmSegment.TxnIndexEmpty,
+			&i.RlmmSegment.Epochs,
+			&i.RlmmSegment.EpochStartOffsets,
+			&i.RlmmSegment.AddedVersion,
+			&i.RlmmSegment.FinishedVersion,
+			&i.RlmmSegment.LastVersion,
+			&i.RlmmSegment.CreatedAt,
+			&i.RlmmSegment.UpdatedAt,
+			&i.PartitionVersion,
+			&i.PartitionDeleteState,
+			&i.EndEpochs,
+			&i.EndOffsets,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
 
 const partitionChanges = `-- name: PartitionChanges :many
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
