@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // Test hooks into PgManager's cache.
@@ -39,14 +40,14 @@ func (m *PgManager) PartitionVersionForTest(ctx context.Context, tp TopicIDParti
 // PartitionChangesForTest sends the cache's catch-up read of the segments
 // of tp written after version, as one statement.
 func (m *PgManager) PartitionChangesForTest(ctx context.Context, tp TopicIDPartition, after int64) (int, error) {
-	rows, err := m.queries.PartitionChanges(ctx, m.pool, db.PartitionChangesParams{TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after})
+	rows, err := m.queries.PartitionChanges(ctx, m.pool, db.PartitionChangesParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after})
 	return len(rows), err
 }
 
 // PartitionCatchUpForTest sends the cache's one-statement catch-up of tp
 // after version, and returns how many segments it brought.
 func (m *PgManager) PartitionCatchUpForTest(ctx context.Context, tp TopicIDPartition, after int64) (int, error) {
-	rows, err := m.queries.PartitionCatchUp(ctx, m.pool, db.PartitionCatchUpParams{TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after})
+	rows, err := m.queries.PartitionCatchUp(ctx, m.pool, db.PartitionCatchUpParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after})
 	return len(rows), err
 }
 

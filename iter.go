@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // SegmentStreams are the streaming variants of the two lists: they yield the
@@ -117,7 +118,7 @@ func (m *PgManager) remoteLogSegments(ctx context.Context, tp TopicIDPartition, 
 			return page, err
 		}
 		rows, err := m.queries.SegmentListPage(ctx, m.reader, db.SegmentListPageParams{
-			TopicID: tp.TopicID, Partition: tp.Partition,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
 			AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
 			PageSize: int32(limit),
 		})
@@ -147,7 +148,7 @@ func (m *PgManager) remoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPart
 			return page, err
 		}
 		rows, err := m.queries.SegmentListByEpochPage(ctx, m.reader, db.SegmentListByEpochPageParams{
-			TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 			AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
 			PageSize: int32(limit),
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // notifyChannel is the channel every write notifies at commit, with the
@@ -130,7 +131,7 @@ func (c *pgCache) poll() error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, r := range rows {
-		if cp := c.partitions[partitionKey{topicID: r.TopicID, partition: r.Partition}]; cp != nil && cp.data != nil && cp.data.version < r.Version {
+		if cp := c.partitions[partitionKey{topicID: uuid.UUID(r.TopicID), partition: r.Partition}]; cp != nil && cp.data != nil && cp.data.version < r.Version {
 			cp.refresh()
 		}
 	}
@@ -282,7 +283,7 @@ type changes struct {
 func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after int64) (changes, error) {
 	if after > 0 {
 		rows, err := c.m.queries.PartitionCatchUp(ctx, c.m.pool, db.PartitionCatchUpParams{
-			TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after,
 		})
 		if err != nil {
 			return changes{}, err
@@ -305,7 +306,7 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
 	var read changes
-	key := db.PartitionGetParams{TopicID: tp.TopicID, Partition: tp.Partition}
+	key := db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition}
 	read.partition, err = c.m.queries.PartitionGet(ctx, tx, key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		read.partition, err = db.RlmmPartition{}, nil // never written to: version 0
@@ -317,14 +318,14 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 		// The load: the live segments only, whatever the partition's
 		// history; the partition row gives the version they make up.
 		var live []db.SegmentListRow
-		live, err = c.m.queries.SegmentList(ctx, tx, db.SegmentListParams{TopicID: tp.TopicID, Partition: tp.Partition})
+		live, err = c.m.queries.SegmentList(ctx, tx, db.SegmentListParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 		for _, r := range live {
 			read.segments = append(read.segments, r.RlmmSegment)
 		}
 	} else {
 		var rows []db.PartitionChangesRow
 		rows, err = c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
-			TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after,
 		})
 		for _, r := range rows {
 			read.segments = append(read.segments, r.RlmmSegment)
@@ -344,7 +345,7 @@ func memSegmentFromRow(r db.RlmmSegment) *memSegment {
 	// Built straight into the compact form: a load of many segments
 	// allocates no epoch map per segment.
 	s := &memSegment{
-		tp: &TopicIDPartition{TopicID: r.TopicID, Topic: r.Topic, Partition: r.Partition}, id: r.SegmentID,
+		tp: &TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition}, id: uuid.UUID(r.SegmentID),
 		start: r.StartOffset, end: r.EndOffset, maxTimestampMs: r.MaxTimestampMs, eventTimestampMs: r.EventTimestampMs,
 		brokerID: r.BrokerID, sizeInBytes: r.SegmentSizeBytes, customMetadata: r.CustomMetadata,
 		state: RemoteLogSegmentState(r.State), txnIndexEmpty: r.TxnIndexEmpty,

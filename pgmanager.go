@@ -3,6 +3,7 @@ package remotestorage
 import (
 	"context"
 	"errors"
+	"github.com/google/uuid"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // PgManager is a RemoteLogMetadataManager that keeps the metadata in
@@ -141,10 +143,10 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 	}
 	epochs := s.sortedEpochs()
 	params := db.SegmentAddParams{
-		TopicID:           s.SegmentID.TopicIDPartition.TopicID,
+		TopicID:           dbuuid.UUID(s.SegmentID.TopicIDPartition.TopicID),
 		Partition:         s.SegmentID.TopicIDPartition.Partition,
 		Topic:             s.SegmentID.TopicIDPartition.Topic,
-		SegmentID:         s.SegmentID.ID,
+		SegmentID:         dbuuid.UUID(s.SegmentID.ID),
 		StartOffset:       s.StartOffset,
 		EndOffset:         s.EndOffset,
 		MaxTimestampMs:    s.MaxTimestampMs,
@@ -186,9 +188,9 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 		return err
 	}
 	row, err := m.queries.SegmentUpdate(ctx, m.pool, db.SegmentUpdateParams{
-		TopicID:          u.SegmentID.TopicIDPartition.TopicID,
+		TopicID:          dbuuid.UUID(u.SegmentID.TopicIDPartition.TopicID),
 		Partition:        u.SegmentID.TopicIDPartition.Partition,
-		SegmentID:        u.SegmentID.ID,
+		SegmentID:        dbuuid.UUID(u.SegmentID.ID),
 		State:            int16(u.State),
 		BrokerID:         u.BrokerID,
 		EventTimestampMs: u.EventTimestampMs,
@@ -222,7 +224,7 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 func segmentFromUpdate(u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow) *memSegment {
 	tp := u.SegmentID.TopicIDPartition
 	return memSegmentFromRow(db.RlmmSegment{
-		TopicID: tp.TopicID, Partition: tp.Partition, SegmentID: u.SegmentID.ID, Topic: row.Topic,
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, SegmentID: dbuuid.UUID(u.SegmentID.ID), Topic: row.Topic,
 		StartOffset: row.StartOffset, EndOffset: row.EndOffset, MaxTimestampMs: row.MaxTimestampMs,
 		BrokerID: u.BrokerID, EventTimestampMs: u.EventTimestampMs, SegmentSizeBytes: row.SegmentSizeBytes,
 		CustomMetadata: row.CustomMetadata, State: int16(u.State), TxnIndexEmpty: row.TxnIndexEmpty,
@@ -254,13 +256,13 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	if fromNone {
 		allowed = append(allowed, int16(partitionDeleteNone))
 		version, err = m.queries.PartitionDeleteUpsert(ctx, m.pool, db.PartitionDeleteUpsertParams{
-			TopicID: tp.TopicID, Partition: tp.Partition, Topic: tp.Topic,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Topic: tp.Topic,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
 	} else {
 		version, err = m.queries.PartitionDeleteUpdate(ctx, m.pool, db.PartitionDeleteUpdateParams{
-			TopicID: tp.TopicID, Partition: tp.Partition,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
@@ -279,7 +281,7 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	// Refused. A second round trip, on the failure path only, names the
 	// state the partition is in.
 	current := partitionDeleteNone
-	p, err := m.queries.PartitionGet(ctx, m.pool, db.PartitionGetParams{TopicID: tp.TopicID, Partition: tp.Partition})
+	p, err := m.queries.PartitionGet(ctx, m.pool, db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 	switch {
 	case err == nil && p.DeleteState.Valid:
 		current = RemotePartitionDeleteState(p.DeleteState.Int16)
@@ -299,7 +301,7 @@ func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPart
 		return RemoteLogSegmentMetadata{}, false, nil // no segment holds a negative offset
 	}
 	row, err := m.queries.SegmentLookup(ctx, m.reader, db.SegmentLookupParams{
-		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -319,7 +321,7 @@ func (m *PgManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartiti
 		return highest, found, err
 	}
 	offset, err := m.queries.SegmentHighestOffset(ctx, m.reader, db.SegmentHighestOffsetParams{
-		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -337,7 +339,7 @@ func (m *PgManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartiti
 	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(all) }); served {
 		return list, err
 	}
-	rows, err := m.queries.SegmentList(ctx, m.reader, db.SegmentListParams{TopicID: tp.TopicID, Partition: tp.Partition})
+	rows, err := m.queries.SegmentList(ctx, m.reader, db.SegmentListParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 	if err != nil {
 		return nil, ioError(ctx, err, "list segments of %s", tp)
 	}
@@ -356,7 +358,7 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 		return list, err
 	}
 	rows, err := m.queries.SegmentListByEpoch(ctx, m.reader, db.SegmentListByEpochParams{
-		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 	})
 	if err != nil {
 		return nil, ioError(ctx, err, "list segments of epoch %d in %s", epoch, tp)
@@ -407,7 +409,7 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 }
 
 func (m *PgManager) partitionVersion(ctx context.Context, pool *pgxpool.Pool, tp TopicIDPartition, where string) (int64, error) {
-	version, err := m.queries.PartitionVersion(ctx, pool, db.PartitionVersionParams{TopicID: tp.TopicID, Partition: tp.Partition})
+	version, err := m.queries.PartitionVersion(ctx, pool, db.PartitionVersionParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 	if err != nil {
 		return 0, ioError(ctx, err, "read the version of %s on the %s", tp, where)
 	}
@@ -422,7 +424,7 @@ func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoc
 		return totalSize(list), err
 	}
 	size, err := m.queries.SegmentSizeByEpoch(ctx, m.reader, db.SegmentSizeByEpochParams{
-		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 	})
 	if err != nil {
 		return 0, ioError(ctx, err, "remote log size of epoch %d in %s", epoch, tp)
@@ -440,7 +442,7 @@ func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDParti
 		return RemoteLogSegmentMetadata{}, false, nil // the walk's first lookup misses
 	}
 	row, err := m.queries.SegmentNextWithTxnIndex(ctx, m.reader, db.SegmentNextWithTxnIndexParams{
-		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -459,8 +461,8 @@ func segmentFromRow(r db.RlmmSegment) RemoteLogSegmentMetadata {
 	}
 	return RemoteLogSegmentMetadata{
 		SegmentID: RemoteLogSegmentID{
-			TopicIDPartition: TopicIDPartition{TopicID: r.TopicID, Topic: r.Topic, Partition: r.Partition},
-			ID:               r.SegmentID,
+			TopicIDPartition: TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition},
+			ID:               uuid.UUID(r.SegmentID),
 		},
 		StartOffset:         r.StartOffset,
 		EndOffset:           r.EndOffset,

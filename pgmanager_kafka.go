@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // FirstSegmentForTimestamp returns the first COPY_SEGMENT_FINISHED segment
@@ -26,7 +27,7 @@ func (m *PgManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPart
 	// more than 0 does (and the walk's bound cannot overflow).
 	startingOffset = max(startingOffset, 0)
 	row, err := m.queries.SegmentFirstForTimestamp(ctx, m.reader, db.SegmentFirstForTimestampParams{
-		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 		TimestampMs: timestampMs, StartingOffset: startingOffset,
 	})
 	switch {
@@ -51,7 +52,7 @@ func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epo
 		return end, found, err
 	}
 	end, err := m.queries.EpochEndOffset(ctx, m.reader, db.EpochEndOffsetParams{
-		TopicID: tp.TopicID, Partition: tp.Partition, Epoch: int32(epoch),
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -66,7 +67,7 @@ func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epo
 // ends raised after version after (pgCache.catchUp).
 func (c *pgCache) readEpochEnds(ctx context.Context, tx pgx.Tx, tp TopicIDPartition, after int64) ([]db.EpochEndsChangedRow, error) {
 	return c.m.queries.EpochEndsChanged(ctx, tx, db.EpochEndsChangedParams{
-		TopicID: tp.TopicID, Partition: tp.Partition, AfterVersion: after,
+		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after,
 	})
 }
 

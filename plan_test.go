@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
@@ -250,12 +251,8 @@ ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 			args := make([]any, len(q.args))
 			for j, a := range q.args {
 				args[j] = a
-				if ids, ok := a.([]uuid.UUID); ok { // the simple protocol needs text
-					texts := make([]string, len(ids))
-					for k, id := range ids {
-						texts[k] = id.String()
-					}
-					args[j] = texts
+				if id, ok := a.(dbuuid.UUID); ok { // the simple protocol needs a type it can write as text
+					a, args[j] = uuid.UUID(id), uuid.UUID(id)
 				}
 				if id, ok := a.(uuid.UUID); ok {
 					if r, ok := c.replace[id]; ok {

@@ -102,8 +102,8 @@ func StuckWork(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration)
 	for i, row := range rows {
 		it := StuckItem{
 			Kind:      StuckKind(row.Kind),
-			Partition: TopicIDPartition{TopicID: row.TopicID, Topic: row.Topic, Partition: row.Partition},
-			SegmentID: row.SegmentID,
+			Partition: TopicIDPartition{TopicID: uuid.UUID(row.TopicID), Topic: row.Topic, Partition: row.Partition},
+			SegmentID: uuid.UUID(row.SegmentID),
 			State:     row.State,
 			StateCode: row.StateCode,
 			BrokerID:  row.BrokerID,

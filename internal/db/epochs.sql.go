@@ -8,7 +8,7 @@ package db
 import (
 	"context"
 
-	"github.com/google/uuid"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 const epochEndOffset = `-- name: EpochEndOffset :one
@@ -20,7 +20,7 @@ WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::i
 `
 
 type EpochEndOffsetParams struct {
-	TopicID   uuid.UUID
+	TopicID   dbuuid.UUID
 	Partition int32
 	Epoch     int32
 }
@@ -43,7 +43,7 @@ WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer
 `
 
 type EpochEndsChangedParams struct {
-	TopicID      uuid.UUID
+	TopicID      dbuuid.UUID
 	Partition    int32
 	AfterVersion int64
 }
@@ -105,7 +105,7 @@ LIMIT 1
 `
 
 type SegmentFirstForTimestampParams struct {
-	TopicID        uuid.UUID
+	TopicID        dbuuid.UUID
 	Partition      int32
 	Epoch          int32
 	StartingOffset int64

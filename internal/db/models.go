@@ -5,14 +5,14 @@
 package db
 
 import (
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // One row per (partition, leader epoch) that some segment reaching COPY_SEGMENT_FINISHED carried: Kafka's highest offset for the epoch (EpochEndOffset), never lowered by deletes, ignored once the partition's delete finished.
 type RlmmEpochEnd struct {
 	// Kafka topic id.
-	TopicID uuid.UUID
+	TopicID dbuuid.UUID
 	// Kafka partition number.
 	Partition int32
 	// Leader epoch.
@@ -28,7 +28,7 @@ type RlmmEpochEnd struct {
 // One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version.
 type RlmmPartition struct {
 	// Kafka topic id (with partition, the identity of the partition).
-	TopicID uuid.UUID
+	TopicID dbuuid.UUID
 	// Kafka partition number.
 	Partition int32
 	// Human-readable topic name, as the first write named it.
@@ -96,7 +96,7 @@ type RlmmPartitionsV struct {
 	// When the partition was first written to.
 	CreatedAt pgtype.Timestamptz
 	// Topic id (UUID).
-	TopicID uuid.UUID
+	TopicID dbuuid.UUID
 	// Partition delete state code, as stored; NULL: none.
 	DeleteStateCode pgtype.Int2
 }
@@ -104,11 +104,11 @@ type RlmmPartitionsV struct {
 // One row per remote log segment ever added. A segment in DELETE_SEGMENT_FINISHED (or of a partition whose delete finished) is forgotten by every query but keeps its id taken.
 type RlmmSegment struct {
 	// Kafka topic id.
-	TopicID uuid.UUID
+	TopicID dbuuid.UUID
 	// Kafka partition number.
 	Partition int32
 	// Remote log segment id, globally unique.
-	SegmentID uuid.UUID
+	SegmentID dbuuid.UUID
 	// Human-readable topic name.
 	Topic string
 	// First offset in the segment.
@@ -148,11 +148,11 @@ type RlmmSegment struct {
 // One row per (segment, leader epoch): the range of offsets of that epoch inside the segment, precomputed, with copies of the segment fields the queries filter and sort on.
 type RlmmSegmentEpoch struct {
 	// Kafka topic id.
-	TopicID uuid.UUID
+	TopicID dbuuid.UUID
 	// Kafka partition number.
 	Partition int32
 	// The segment (rlmm_segments.segment_id).
-	SegmentID uuid.UUID
+	SegmentID dbuuid.UUID
 	// Leader epoch.
 	Epoch int32
 	// First offset of the epoch inside the segment.
@@ -188,7 +188,7 @@ type RlmmSegmentEpochsV struct {
 	// Number of offsets of the epoch inside the segment.
 	OffsetCount int64
 	// The segment (rlmm_segments_v.segment_id).
-	SegmentID uuid.UUID
+	SegmentID dbuuid.UUID
 	// State name of the segment.
 	State string
 	// True when lookups of this epoch may return the segment: COPY_SEGMENT_FINISHED, and its partition's delete has not finished.
@@ -200,7 +200,7 @@ type RlmmSegmentEpochsV struct {
 	// Partition version of the segment's first COPY_SEGMENT_FINISHED: among overlapping ranges that start at the same offset, the latest wins a lookup.
 	FinishedVersion pgtype.Int8
 	// Topic id (UUID).
-	TopicID uuid.UUID
+	TopicID dbuuid.UUID
 }
 
 // The segment states: code (rlmm_segments.state) and name. Read-only; mirrors statemachine.go.
@@ -226,7 +226,7 @@ type RlmmSegmentsV struct {
 	// Partition number.
 	Partition int32
 	// Segment id (rlmm_segments.segment_id).
-	SegmentID uuid.UUID
+	SegmentID dbuuid.UUID
 	// Segment state name: COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED (the only one lookups see), DELETE_SEGMENT_STARTED, DELETE_SEGMENT_FINISHED.
 	State string
 	// True when no query of the library returns the segment any more: DELETE_SEGMENT_FINISHED, or its partition's delete finished. The row stays so the id stays taken (rlmmctl purge reclaims it).
@@ -260,7 +260,7 @@ type RlmmSegmentsV struct {
 	// When the segment was last written to.
 	UpdatedAt pgtype.Timestamptz
 	// Topic id (UUID).
-	TopicID uuid.UUID
+	TopicID dbuuid.UUID
 	// Segment state code, as stored (rlmm_segment_states).
 	StateCode int16
 }
@@ -274,7 +274,7 @@ type RlmmStuckV struct {
 	// Partition number.
 	Partition int32
 	// The segment (rlmm_segments_v.segment_id); NULL for a partition.
-	SegmentID uuid.UUID
+	SegmentID dbuuid.UUID
 	// State name: COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED for a segment, DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED for a partition.
 	State string
 	// Broker that wrote the latest state: the one that crashed or got stuck.
@@ -292,7 +292,7 @@ type RlmmStuckV struct {
 	// Segment size in remote storage, in bytes: what may leak; NULL for a partition.
 	SizeBytes int64
 	// Topic id (UUID).
-	TopicID uuid.UUID
+	TopicID dbuuid.UUID
 	// State code, as stored (rlmm_segment_states or rlmm_partition_delete_states, by kind).
 	StateCode int16
 }

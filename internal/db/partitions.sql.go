@@ -8,8 +8,8 @@ package db
 import (
 	"context"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 const partitionCatchUp = `-- name: PartitionCatchUp :many
@@ -36,7 +36,7 @@ ORDER BY s.last_version
 `
 
 type PartitionCatchUpParams struct {
-	TopicID      uuid.UUID
+	TopicID      dbuuid.UUID
 	Partition    int32
 	AfterVersion int64
 }
@@ -110,7 +110,7 @@ ORDER BY s.last_version
 `
 
 type PartitionChangesParams struct {
-	TopicID      uuid.UUID
+	TopicID      dbuuid.UUID
 	Partition    int32
 	AfterVersion int64
 }
@@ -180,7 +180,7 @@ type PartitionDeleteUpdateParams struct {
 	State            int16
 	BrokerID         int32
 	EventTimestampMs int64
-	TopicID          uuid.UUID
+	TopicID          dbuuid.UUID
 	Partition        int32
 	Allowed          []int16
 }
@@ -217,7 +217,7 @@ RETURNING p.version
 `
 
 type PartitionDeleteUpsertParams struct {
-	TopicID          uuid.UUID
+	TopicID          dbuuid.UUID
 	Partition        int32
 	Topic            string
 	State            int16
@@ -250,7 +250,7 @@ WHERE topic_id = $1::uuid AND partition = $2::integer
 `
 
 type PartitionGetParams struct {
-	TopicID   uuid.UUID
+	TopicID   dbuuid.UUID
 	Partition int32
 }
 
@@ -280,7 +280,7 @@ SELECT coalesce(
 `
 
 type PartitionVersionParams struct {
-	TopicID   uuid.UUID
+	TopicID   dbuuid.UUID
 	Partition int32
 }
 
@@ -309,7 +309,7 @@ type PartitionVersionsParams struct {
 }
 
 type PartitionVersionsRow struct {
-	TopicID   uuid.UUID
+	TopicID   dbuuid.UUID
 	Partition int32
 	Version   int64
 }

@@ -8,7 +8,7 @@ package db
 import (
 	"context"
 
-	"github.com/google/uuid"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 const segmentAdd = `-- name: SegmentAdd :one
@@ -46,11 +46,11 @@ SELECT segment.added_version FROM segment
 `
 
 type SegmentAddParams struct {
-	TopicID           uuid.UUID
+	TopicID           dbuuid.UUID
 	Partition         int32
 	Topic             string
 	MaxEpochSpan      int64
-	SegmentID         uuid.UUID
+	SegmentID         dbuuid.UUID
 	StartOffset       int64
 	EndOffset         int64
 	MaxTimestampMs    int64
@@ -123,7 +123,7 @@ LIMIT 1
 `
 
 type SegmentHighestOffsetParams struct {
-	TopicID   uuid.UUID
+	TopicID   dbuuid.UUID
 	Partition int32
 	Epoch     int32
 }
@@ -147,7 +147,7 @@ ORDER BY s.start_offset, s.added_version
 `
 
 type SegmentListParams struct {
-	TopicID   uuid.UUID
+	TopicID   dbuuid.UUID
 	Partition int32
 }
 
@@ -218,7 +218,7 @@ ORDER BY s.start_offset, s.added_version
 `
 
 type SegmentListByEpochParams struct {
-	TopicID   uuid.UUID
+	TopicID   dbuuid.UUID
 	Partition int32
 	Epoch     int32
 }
@@ -302,7 +302,7 @@ LIMIT $6::integer
 `
 
 type SegmentListByEpochPageParams struct {
-	TopicID           uuid.UUID
+	TopicID           dbuuid.UUID
 	Partition         int32
 	Epoch             int32
 	AfterStartOffset  int64
@@ -378,7 +378,7 @@ LIMIT $5::integer
 `
 
 type SegmentListPageParams struct {
-	TopicID           uuid.UUID
+	TopicID           dbuuid.UUID
 	Partition         int32
 	AfterStartOffset  int64
 	AfterAddedVersion int64
@@ -468,7 +468,7 @@ WHERE s.segment_id = (
 type SegmentLookupParams struct {
 	Epoch        int32
 	LookupOffset int64
-	TopicID      uuid.UUID
+	TopicID      dbuuid.UUID
 	Partition    int32
 }
 
@@ -568,7 +568,7 @@ WHERE s.segment_id = (SELECT walk.segment_id FROM walk WHERE NOT walk.txn_index_
 `
 
 type SegmentNextWithTxnIndexParams struct {
-	TopicID      uuid.UUID
+	TopicID      dbuuid.UUID
 	Partition    int32
 	Epoch        int32
 	LookupOffset int64
@@ -634,7 +634,7 @@ WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
 `
 
 type SegmentSizeByEpochParams struct {
-	TopicID   uuid.UUID
+	TopicID   dbuuid.UUID
 	Partition int32
 	Epoch     int32
 }
@@ -721,8 +721,8 @@ LEFT JOIN partition_row pr ON true
 `
 
 type SegmentUpdateParams struct {
-	SegmentID        uuid.UUID
-	TopicID          uuid.UUID
+	SegmentID        dbuuid.UUID
+	TopicID          dbuuid.UUID
 	Partition        int32
 	State            int16
 	BrokerID         int32

@@ -8,8 +8,8 @@ package db
 import (
 	"context"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 const stuckCounts = `-- name: StuckCounts :many
@@ -62,7 +62,7 @@ type StuckWorkRow struct {
 	Kind        string
 	Topic       string
 	Partition   int32
-	SegmentID   uuid.UUID
+	SegmentID   dbuuid.UUID
 	State       string
 	StateCode   int16
 	BrokerID    int32
@@ -72,7 +72,7 @@ type StuckWorkRow struct {
 	StartOffset int64
 	EndOffset   int64
 	SizeBytes   int64
-	TopicID     uuid.UUID
+	TopicID     dbuuid.UUID
 }
 
 // The rows of rlmm_stuck_v (which decides what counts as stuck) that have
