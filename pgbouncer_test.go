@@ -80,14 +80,7 @@ func TestPgBouncerCacheListenerOnSessionConnection(t *testing.T) {
 	tp := testTP(0)
 	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
 	waitLoaded(t, b, tp)
-	for i := range int64(5) {
-		s := writeFinished(t, a, tp, i*100, i*100+99)
-		eventually(t, 10*time.Second, "b's cache holds a's write, from the notification alone", func() bool {
-			got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, i*100+50)
-			require.NoError(t, err)
-			return found && got.SegmentID == s.SegmentID && got.State == rs.CopySegmentFinished
-		})
-	}
+	requireCacheReceives(t, a, b, tp, 5, "the notification")
 	require.NotContains(t, logs.String(), "WithListenerConnConfig")
 }
 
@@ -147,15 +140,23 @@ func TestPgBouncerCachePollBringsWritesWithoutListener(t *testing.T) {
 	tp := testTP(0)
 	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
 	waitLoaded(t, b, tp)
-	for i := range int64(3) {
-		s := writeFinished(t, a, tp, i*100, i*100+99)
-		eventually(t, 10*time.Second, "b's cache holds a's write, from the poll alone", func() bool {
-			got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, i*100+50)
+	requireCacheReceives(t, a, b, tp, 3, "the poll")
+	require.NotContains(t, logs.String(), "poll failed")
+}
+
+// requireCacheReceives has writer write n finished segments to tp, and
+// requires reader's cache to hold each, read from memory, before the next
+// (nothing calls CaughtUp to pull it forward): how names what brings them.
+func requireCacheReceives(t *testing.T, writer, reader *rs.PgManager, tp rs.TopicIDPartition, n int64, how string) {
+	t.Helper()
+	for i := range n {
+		s := writeFinished(t, writer, tp, i*100, i*100+99)
+		eventually(t, 10*time.Second, "the reader's cache holds the write, from "+how+" alone", func() bool {
+			got, found, err := reader.RemoteLogSegmentMetadata(t.Context(), tp, 0, i*100+50)
 			require.NoError(t, err)
 			return found && got.SegmentID == s.SegmentID && got.State == rs.CopySegmentFinished
 		})
 	}
-	require.NotContains(t, logs.String(), "poll failed")
 }
 
 // Why the DSN needs default_query_exec_mode=exec before PgBouncer 1.21:
