@@ -23,7 +23,11 @@ demo: pg-user ## Run the demo workload (a throwaway PostgreSQL unless DATABASE_U
 
 .PHONY: test-deps-chromium
 test-deps-chromium: # The plot test renders SVG with headless chromium (Debian's package); it fails without it.
-	@if [ ! -x /usr/bin/chromium ]; then apt-get install -y chromium; fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then $$SUDO apt-get update -qq; fi; \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
 
 .PHONY: test
 test: pg-user test-deps test-deps-chromium ## Run every test with the race detector (provisions its own PostgreSQL; installs pgbouncer and chromium when missing).
