@@ -225,7 +225,12 @@ func TestFaultPoolExhaustion(t *testing.T) {
 // at all.
 func TestFaultRowLock(t *testing.T) {
 	dsn := sharedDatabase(t)
-	b := newBroker(t, dsn, brokerConfig{maxConns: 4})
+	// One connection more than the statements that block on the lock (the
+	// writers and the update below), so
+	// that the query below tests the lock, not the pool (with 4, the query
+	// sometimes waited for a writer's connection until its own deadline).
+	const writers = 4
+	b := newBroker(t, dsn, brokerConfig{maxConns: writers + 2})
 	plain := newBroker(t, dsn, brokerConfig{maxConns: 2, plain: true})
 	tp := newTP("rowlock", 0)
 	ctx := t.Context()
@@ -250,7 +255,6 @@ func TestFaultRowLock(t *testing.T) {
 	require.NoError(t, err)
 
 	const deadline = 300 * time.Millisecond
-	const writers = 4
 	var wg sync.WaitGroup
 	errs := make([]error, writers+1)
 	var slowest atomic.Int64
