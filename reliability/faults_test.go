@@ -226,9 +226,9 @@ func TestFaultPoolExhaustion(t *testing.T) {
 func TestFaultRowLock(t *testing.T) {
 	dsn := sharedDatabase(t)
 	// One connection more than the statements that block on the lock (the
-	// writers and the update below), so
-	// that the query below tests the lock, not the pool (with 4, the query
-	// sometimes waited for a writer's connection until its own deadline).
+	// writers and the update below), so that the query tests the lock, not
+	// the pool: with 4, the query sometimes waited for a writer's connection
+	// until its own deadline.
 	const writers = 4
 	b := newBroker(t, dsn, brokerConfig{maxConns: writers + 2})
 	plain := newBroker(t, dsn, brokerConfig{maxConns: 2, plain: true})
