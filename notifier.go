@@ -169,18 +169,9 @@ func (c *sideConn) do(ctx context.Context, f func(conn *pgx.Conn) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil || c.conn.IsClosed() {
-		poolCfg := c.pool.Config()
-		cfg := poolCfg.ConnConfig.Copy()
+		cfg := c.pool.Config().ConnConfig.Copy()
 		cfg.Tracer = connectTracerOf(cfg.Tracer)
-		// The pool's BeforeConnect too: ConfigurePool's connect backoff
-		// (so that an outage costs no more attempts than the pool's) and
-		// whatever the caller set, such as a rotated password.
-		if poolCfg.BeforeConnect != nil {
-			if err := poolCfg.BeforeConnect(ctx, cfg); err != nil {
-				return err
-			}
-		}
-		conn, err := pgx.ConnectConfig(ctx, cfg)
+		conn, err := connectLikePool(ctx, c.pool, cfg)
 		if err != nil {
 			return err
 		}
@@ -201,6 +192,20 @@ func (c *sideConn) close() {
 		c.conn.Close(context.Background())
 		c.conn = nil
 	}
+}
+
+// connectLikePool connects with cfg, a copy of pool's connection settings,
+// as pool connects its own connections: after pool's BeforeConnect, which
+// holds ConfigurePool's connect backoff (so that an outage costs no more
+// attempts than the pool's) and whatever the caller set there, such as a
+// rotated password.
+func connectLikePool(ctx context.Context, pool *pgxpool.Pool, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	if before := pool.Config().BeforeConnect; before != nil {
+		if err := before(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return pgx.ConnectConfig(ctx, cfg)
 }
 
 // connectTracer keeps the connect tracing of a tracer (ConfigurePool's

@@ -440,15 +440,13 @@ func (c *pgCache) listen() {
 // listenOnce connects and listens until the connection fails, calling
 // listening once the LISTEN holds.
 func (c *pgCache) listenOnce(listening func()) error {
-	cfg := c.listenerConnConfig()
-	if before := c.m.pool.Config().BeforeConnect; before != nil && c.m.opts.listenerConnConfig == nil {
-		// Connected as the pool connects (ConfigurePool's backoff, a
-		// rotated password), as the side connection is.
-		if err := before(c.ctx, cfg); err != nil {
-			return err
+	connect := pgx.ConnectConfig // WithListenerConnConfig: straight to its server
+	if c.m.opts.listenerConnConfig == nil {
+		connect = func(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+			return connectLikePool(ctx, c.m.pool, cfg)
 		}
 	}
-	conn, err := pgx.ConnectConfig(c.ctx, cfg)
+	conn, err := connect(c.ctx, c.listenerConnConfig())
 	if err != nil {
 		return err
 	}
