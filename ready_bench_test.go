@@ -2,9 +2,11 @@ package remotestorage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,48 +76,50 @@ WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0 GROUP BY topic_id, partition
 	other, err := rs.NewPgManager(ctx, admin)
 	require.NoError(b, err)
 	b.Cleanup(other.Close)
-	otherLookups := func(stop <-chan struct{}, other rs.RemoteLogMetadataManager) []time.Duration {
-		var lags []time.Duration
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				slices.Sort(lags)
-				return lags
-			default:
-			}
-			start := time.Now()
-			_, ok, err := other.RemoteLogSegmentMetadata(ctx, tps[i%partitions], 0, int64(i%100)*100+50)
-			require.NoError(b, err)
-			require.True(b, ok)
-			lags = append(lags, time.Since(start))
+	otherLookup := func(by rs.RemoteLogMetadataManager, i int) error {
+		_, ok, err := by.RemoteLogSegmentMetadata(ctx, tps[i%partitions], 0, int64(i%100)*100+50)
+		if err == nil && !ok {
+			err = errors.New("the lookup missed")
 		}
+		return err
 	}
 	// The loading broker's own writes meanwhile (to a partition it does
 	// not consume): they share the pool with the loaders.
-	ownWrites := func(stop <-chan struct{}, m rs.RemoteLogMetadataManager) []time.Duration {
-		var lags []time.Duration
+	ownWrites := func() func(by rs.RemoteLogMetadataManager, i int) error {
 		tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "own", Partition: 0}
-		for i := int64(0); ; i++ {
-			select {
-			case <-stop:
-				slices.Sort(lags)
-				return lags
-			default:
-			}
-			start := time.Now()
-			require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})))
-			lags = append(lags, time.Since(start))
+		return func(by rs.RemoteLogMetadataManager, i int) error {
+			start := int64(i) * 100
+			return by.AddRemoteLogSegmentMetadata(ctx, segment(tp, start, start+99, map[rs.LeaderEpoch]int64{0: start}))
 		}
 	}
-	measure := func(loop func(<-chan struct{}, rs.RemoteLogMetadataManager) []time.Duration, by rs.RemoteLogMetadataManager, during func()) []time.Duration {
-		stop, done := make(chan struct{}), make(chan []time.Duration)
-		go func() { done <- loop(stop, by) }()
+	// measure times op, called by by again and again while during runs, and
+	// returns the sorted latencies.
+	measure := func(op func(by rs.RemoteLogMetadataManager, i int) error, by rs.RemoteLogMetadataManager, during func()) []time.Duration {
+		stop := make(chan struct{})
+		var lags []time.Duration
+		var opErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := 0; opErr == nil; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				opErr = op(by, i)
+				lags = append(lags, time.Since(start))
+			}
+		})
 		during()
 		close(stop)
-		return <-done
+		wg.Wait()
+		require.NoError(b, opErr)
+		slices.Sort(lags)
+		return lags
 	}
-	idle := measure(otherLookups, other, func() { time.Sleep(2 * time.Second) }) // baselines of a fixed length, not a synchronisation
-	ownIdle := measure(ownWrites, other, func() { time.Sleep(2 * time.Second) })
+	idle := measure(otherLookup, other, func() { time.Sleep(2 * time.Second) }) // baselines of a fixed length, not a synchronisation
+	ownIdle := measure(ownWrites(), other, func() { time.Sleep(2 * time.Second) })
 	p99 := func(lags []time.Duration) float64 { return float64(lags[len(lags)*99/100].Microseconds()) }
 
 	for _, loaders := range []int{2, 3, 4} {
@@ -128,8 +132,8 @@ WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0 GROUP BY topic_id, partition
 				require.NoError(b, err)
 				var ready time.Duration
 				var own []time.Duration
-				others := measure(otherLookups, other, func() {
-					own = measure(ownWrites, m, func() {
+				others := measure(otherLookup, other, func() {
+					own = measure(ownWrites(), m, func() {
 						start := time.Now()
 						require.NoError(b, m.OnPartitionLeadershipChanges(ctx, tps, nil))
 						for _, tp := range tps {
