@@ -243,7 +243,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	}
 	p := cp.data
 	for _, r := range read.segments {
-		p.put(memSegmentFromRow(r))
+		p.put(memSegmentFromRow(r, p.tp))
 	}
 	applyEpochEnds(p, read.epochEnds)
 	partition := read.partition
@@ -341,11 +341,17 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 	return read, tx.Commit(ctx)
 }
 
-func memSegmentFromRow(r db.RlmmSegment) *memSegment {
+// memSegmentFromRow builds the cached segment of row r, pointing at shared
+// (the partition's TopicIDPartition, or nil) when r names it alike.
+func memSegmentFromRow(r db.RlmmSegment, shared *TopicIDPartition) *memSegment {
 	// Built straight into the compact form: a load of many segments
-	// allocates no epoch map per segment.
+	// allocates no epoch map per segment, and no TopicIDPartition either.
+	tp := shared
+	if own := (TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition}); tp == nil || *tp != own {
+		tp = &own
+	}
 	s := &memSegment{
-		tp: &TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition}, id: uuid.UUID(r.SegmentID),
+		tp: tp, id: uuid.UUID(r.SegmentID),
 		start: r.StartOffset, end: r.EndOffset, maxTimestampMs: r.MaxTimestampMs, eventTimestampMs: r.EventTimestampMs,
 		brokerID: r.BrokerID, sizeInBytes: r.SegmentSizeBytes, customMetadata: r.CustomMetadata,
 		state: RemoteLogSegmentState(r.State), txnIndexEmpty: r.TxnIndexEmpty,

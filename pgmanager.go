@@ -231,7 +231,7 @@ func segmentFromUpdate(u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow
 		Epochs: row.Epochs, EpochStartOffsets: row.EpochStartOffsets,
 		AddedVersion: row.AddedVersion, FinishedVersion: pgtype.Int8{Int64: row.FinishedVersion, Valid: row.FinishedVersion >= 0},
 		LastVersion: row.UpdatedVersion,
-	})
+	}, nil)
 }
 
 func stateCodes[S ~int8](states []S) []int16 {
