@@ -18,6 +18,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
@@ -164,7 +165,7 @@ func benchmarkFreshReads(b *testing.B, f freshDB) {
 			}},
 			{"raw primary-key SELECT", func(ctx context.Context, rng *rand.Rand) error {
 				rows, err := pool.Query(ctx, "SELECT "+rawColumns+" FROM bench_raw WHERE topic_id = $1 AND partition = $2 AND segment_id = $3",
-					f.tp.TopicID, f.tp.Partition, f.ids[rng.IntN(len(f.ids))])
+					dbuuid.UUID(f.tp.TopicID), f.tp.Partition, dbuuid.UUID(f.ids[rng.IntN(len(f.ids))]))
 				if err != nil {
 					return err
 				}
@@ -181,7 +182,7 @@ func benchmarkFreshReads(b *testing.B, f freshDB) {
 			}},
 			{"raw range SELECT (100 rows)", func(ctx context.Context, rng *rand.Rand) error {
 				rows, err := pool.Query(ctx, "SELECT "+rawColumns+" FROM bench_raw WHERE topic_id = $1 AND partition = $2 AND start_offset BETWEEN $3 AND $4 ORDER BY start_offset",
-					f.tp.TopicID, f.tp.Partition, f.epoch1, f.epoch1+99*100)
+					dbuuid.UUID(f.tp.TopicID), f.tp.Partition, f.epoch1, f.epoch1+99*100)
 				if err != nil {
 					return err
 				}
@@ -199,7 +200,7 @@ func benchmarkFreshReads(b *testing.B, f freshDB) {
 			{"raw sum (100 rows)", func(ctx context.Context, rng *rand.Rand) error {
 				var size int64
 				return pool.QueryRow(ctx, "SELECT coalesce(sum(segment_size_bytes), 0)::bigint FROM bench_raw WHERE topic_id = $1 AND partition = $2 AND start_offset BETWEEN $3 AND $4",
-					f.tp.TopicID, f.tp.Partition, f.epoch1, f.epoch1+99*100).Scan(&size)
+					dbuuid.UUID(f.tp.TopicID), f.tp.Partition, f.epoch1, f.epoch1+99*100).Scan(&size)
 			}},
 		}
 		for _, o := range ops {
@@ -236,7 +237,7 @@ func benchmarkFreshWrites(b *testing.B, f freshDB) {
 			{"two raw UPDATE commits", func(ctx context.Context, rng *rand.Rand) error {
 				for range 2 {
 					_, err := pool.Exec(ctx, "UPDATE bench_raw SET event_timestamp_ms = $4 WHERE topic_id = $1 AND partition = $2 AND segment_id = $3",
-						f.tp.TopicID, f.tp.Partition, f.ids[rng.IntN(len(f.ids))], rng.Int64())
+						dbuuid.UUID(f.tp.TopicID), f.tp.Partition, dbuuid.UUID(f.ids[rng.IntN(len(f.ids))]), rng.Int64())
 					if err != nil {
 						return err
 					}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // manager is what both implementations offer.
@@ -156,7 +157,7 @@ func (w *workload) segmentAt(rng *rand.Rand) (p, j int, offset int64) {
 // of the table: checkBaselineColumns fails the run when the schema has
 // others), scanned into the Go types the generated code uses.
 type wideRow struct {
-	topicID, segmentID         uuid.UUID
+	topicID, segmentID         dbuuid.UUID // the generated code's type: 16 bytes, no string
 	partition, brokerID, size  int32
 	topic                      string
 	start, end, maxTS, eventTS int64
@@ -200,14 +201,14 @@ func (w *workload) baselineOps(pool *pgxpool.Pool) []namedOp {
 		tp := w.s.tp(p)
 		var r wideRow
 		err := pool.QueryRow(ctx, `SELECT `+segmentColumns+` FROM rlmm_segments
-WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, tp.TopicID, tp.Partition, w.s.segmentID(p, j)).Scan(r.dest()...)
+WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(w.s.segmentID(p, j))).Scan(r.dest()...)
 		return 1, err
 	}
 	updateRow := func(ctx context.Context, rng *rand.Rand) (int, error) {
 		p, j, _ := w.segmentAt(rng)
 		tp := w.s.tp(p)
 		tag, err := pool.Exec(ctx, `UPDATE rlmm_segments SET event_timestamp_ms = $4
-WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, tp.TopicID, tp.Partition, w.s.segmentID(p, j), rng.Int64())
+WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(w.s.segmentID(p, j)), rng.Int64())
 		if err == nil && tag.RowsAffected() != 1 {
 			err = fmt.Errorf("updated %d rows", tag.RowsAffected())
 		}
@@ -222,7 +223,7 @@ WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, tp.TopicID, tp.Part
     WHERE topic_id = $1 AND partition = $2 AND segment_id = $3
     RETURNING topic_id, partition)
 SELECT count(pg_notify('rlmmbench_changes', u.topic_id::text || '/' || u.partition)) FROM u`,
-			tp.TopicID, tp.Partition, w.s.segmentID(p, j), rng.Int64()).Scan(&n)
+			dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(w.s.segmentID(p, j)), rng.Int64()).Scan(&n)
 		if err == nil && n != 1 {
 			err = fmt.Errorf("updated %d rows", n)
 		}
@@ -240,7 +241,7 @@ SELECT count(pg_notify('rlmmbench_changes', u.topic_id::text || '/' || u.partiti
 		tp := w.s.tp(p)
 		rows, err := pool.Query(ctx, `SELECT `+segmentColumns+` FROM rlmm_segments
 WHERE topic_id = $1 AND partition = $2 AND state IN (0, 1, 2) AND start_offset BETWEEN $3 AND $4
-ORDER BY start_offset, added_version`, tp.TopicID, tp.Partition, from, to)
+ORDER BY start_offset, added_version`, dbuuid.UUID(tp.TopicID), tp.Partition, from, to)
 		if err != nil {
 			return 0, err
 		}
