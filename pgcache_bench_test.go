@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
@@ -127,7 +128,7 @@ func BenchmarkRawPrimaryKeySelect(b *testing.B) {
 	for b.Loop() {
 		i = (i + 7919) % len(ids)
 		var (
-			seg                        uuid.UUID
+			seg                        dbuuid.UUID
 			topic                      string
 			start, end, maxTS, eventTS int64
 			broker, size               int32
@@ -140,7 +141,7 @@ func BenchmarkRawPrimaryKeySelect(b *testing.B) {
 		)
 		err := pool.QueryRow(b.Context(), `SELECT segment_id, topic, start_offset, end_offset, max_timestamp_ms, event_timestamp_ms,
 			broker_id, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version
-			FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, tp.TopicID, tp.Partition, ids[i]).
+			FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(ids[i])).
 			Scan(&seg, &topic, &start, &end, &maxTS, &eventTS, &broker, &size, &custom, &state, &txnEmpty, &epochs, &epochStarts, &added, &last)
 		if err != nil {
 			b.Fatal(err)

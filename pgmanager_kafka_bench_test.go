@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
@@ -76,7 +77,7 @@ func BenchmarkFirstSegmentForTimestamp(b *testing.B) {
 		b.Run(fmt.Sprintf("segments=%d/RawPrimaryKeySelect", n), func(b *testing.B) {
 			for b.Loop() {
 				var (
-					seg                        uuid.UUID
+					seg                        dbuuid.UUID
 					topic                      string
 					start, end, maxTS, eventTS int64
 					broker, size               int32
@@ -88,7 +89,7 @@ func BenchmarkFirstSegmentForTimestamp(b *testing.B) {
 				)
 				err := pool.QueryRow(b.Context(), `SELECT segment_id, topic, start_offset, end_offset, max_timestamp_ms, event_timestamp_ms,
 					broker_id, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets
-					FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, tp.TopicID, tp.Partition, id).
+					FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(id)).
 					Scan(&seg, &topic, &start, &end, &maxTS, &eventTS, &broker, &size, &custom, &state, &txnEmpty, &epochs, &epochStarts)
 				if err != nil {
 					b.Fatal(err)
