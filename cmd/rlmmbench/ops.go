@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // manager is what both implementations offer.
@@ -157,7 +156,7 @@ func (w *workload) segmentAt(rng *rand.Rand) (p, j int, offset int64) {
 // of the table: checkBaselineColumns fails the run when the schema has
 // others), scanned into the Go types the generated code uses.
 type wideRow struct {
-	topicID, segmentID         dbuuid.UUID // the generated code's type: 16 bytes, no string
+	topicID, segmentID         pgtype.UUID // 16 bytes, no string, as the generated code scans
 	partition, brokerID, size  int32
 	topic                      string
 	start, end, maxTS, eventTS int64
@@ -201,14 +200,14 @@ func (w *workload) baselineOps(pool *pgxpool.Pool) []namedOp {
 		tp := w.s.tp(p)
 		var r wideRow
 		err := pool.QueryRow(ctx, `SELECT `+segmentColumns+` FROM rlmm_segments
-WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(w.s.segmentID(p, j))).Scan(r.dest()...)
+WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, rawID(tp.TopicID), tp.Partition, rawID(w.s.segmentID(p, j))).Scan(r.dest()...)
 		return 1, err
 	}
 	updateRow := func(ctx context.Context, rng *rand.Rand) (int, error) {
 		p, j, _ := w.segmentAt(rng)
 		tp := w.s.tp(p)
 		tag, err := pool.Exec(ctx, `UPDATE rlmm_segments SET event_timestamp_ms = $4
-WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(w.s.segmentID(p, j)), rng.Int64())
+WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, rawID(tp.TopicID), tp.Partition, rawID(w.s.segmentID(p, j)), rng.Int64())
 		if err == nil && tag.RowsAffected() != 1 {
 			err = fmt.Errorf("updated %d rows", tag.RowsAffected())
 		}
@@ -223,7 +222,7 @@ WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.Topi
     WHERE topic_id = $1 AND partition = $2 AND segment_id = $3
     RETURNING topic_id, partition)
 SELECT count(pg_notify('rlmmbench_changes', u.topic_id::text || '/' || u.partition)) FROM u`,
-			dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(w.s.segmentID(p, j)), rng.Int64()).Scan(&n)
+			rawID(tp.TopicID), tp.Partition, rawID(w.s.segmentID(p, j)), rng.Int64()).Scan(&n)
 		if err == nil && n != 1 {
 			err = fmt.Errorf("updated %d rows", n)
 		}
@@ -241,7 +240,7 @@ SELECT count(pg_notify('rlmmbench_changes', u.topic_id::text || '/' || u.partiti
 		tp := w.s.tp(p)
 		rows, err := pool.Query(ctx, `SELECT `+segmentColumns+` FROM rlmm_segments
 WHERE topic_id = $1 AND partition = $2 AND state IN (0, 1, 2) AND start_offset BETWEEN $3 AND $4
-ORDER BY start_offset, added_version`, dbuuid.UUID(tp.TopicID), tp.Partition, from, to)
+ORDER BY start_offset, added_version`, rawID(tp.TopicID), tp.Partition, from, to)
 		if err != nil {
 			return 0, err
 		}
@@ -438,3 +437,8 @@ func loadMemory(ctx context.Context, m *rs.InMemoryManager, s shape, partitions 
 	}
 	return nil
 }
+
+// rawID is an id as the raw baselines pass it: pgx's own UUID type, encoded
+// straight to its 16 bytes, as the generated code's type is (internal/dbuuid)
+// and unlike a uuid.UUID, which pgx would round-trip through its string.
+func rawID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }

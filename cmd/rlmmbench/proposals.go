@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 const opLookupCovering = "lookup: hit, segment columns in the epoch index (proposal)"
@@ -69,7 +67,7 @@ JOIN rlmmbench_lookup l ON l.topic_id = p.topic_id AND l.partition = p.partition
 WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS DISTINCT FROM 2
   AND l.epoch = $3 AND l.first_offset <= $4 AND l.first_offset >= $4 - p.max_epoch_span AND l.last_offset >= $4
 ORDER BY l.first_offset DESC, l.finished_version DESC
-LIMIT 1`, dbuuid.UUID(tp.TopicID), tp.Partition, epochAt(j, offset), offset).Scan(r.dest()...)
+LIMIT 1`, rawID(tp.TopicID), tp.Partition, epochAt(j, offset), offset).Scan(r.dest()...)
 		if err == nil && r.start != segmentStart(j) {
 			err = fmt.Errorf("%w: covering lookup found %d, want %d", errWrongAnswer, r.start, segmentStart(j))
 		}
