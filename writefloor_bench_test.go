@@ -1,0 +1,141 @@
+package remotestorage_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// BenchmarkWriteFloor asks what bounds an add and its COPY_SEGMENT_FINISHED
+// (issue 12's write target: 0.7 of two raw single-row UPDATE commits). The
+// library's write runs next to the same write with parts of the schema taken
+// away, each on a database of its own, every client on its own partition:
+//
+//   - library: AddRemoteLogSegmentMetadata then UpdateRemoteLogSegmentMetadata;
+//   - library without row rules: the same, after dropping the four
+//     rlmm_<table>_valid CHECK constraints (migration 00007's rule functions);
+//   - bare segments table: one INSERT and one UPDATE of the same columns
+//     (state, versions, updated_at: not HOT) in a table made LIKE
+//     rlmm_segments with its indexes and nothing else: no partition row, no
+//     epoch rows, no rules, no keys, no triggers;
+//   - two raw UPDATE commits: the baseline, two HOT updates of one indexed row.
+//
+// The bare table is the floor of any layout that keeps rlmm_segments' indexes
+// (by id, list order, change feed, in-flight); docs/BENCHMARKS.md compares it.
+//
+//	go test -run '^$' -bench '^BenchmarkWriteFloor$' -benchtime 3s .
+func BenchmarkWriteFloor(b *testing.B) {
+	for _, clients := range []int{1, 8} {
+		library := writeFloorDatabase(b, "")
+		noRules := writeFloorDatabase(b, `
+ALTER TABLE rlmm_partitions DROP CONSTRAINT rlmm_partitions_valid;
+ALTER TABLE rlmm_segments DROP CONSTRAINT rlmm_segments_valid;
+ALTER TABLE rlmm_segment_epochs DROP CONSTRAINT rlmm_segment_epochs_valid;
+ALTER TABLE rlmm_epoch_ends DROP CONSTRAINT rlmm_epoch_ends_valid;`)
+		bare := writeFloorDatabase(b, `
+CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
+CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
+INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
+ANALYZE bench_raw;`)
+
+		for _, v := range []struct {
+			name string
+			dsn  string
+			op   writeFloorOp
+		}{
+			{"library", library, libraryAddFinish},
+			{"library without row rules", noRules, libraryAddFinish},
+			{"bare segments table", bare, bareAddFinish},
+			{"two raw UPDATE commits", bare, rawTwoCommits},
+		} {
+			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) {
+				w := writeFloor{pool: freshPool(b, v.dsn, clients), clients: clients, topic: uuid.New()}
+				m, err := rs.NewPgManager(b.Context(), w.pool)
+				require.NoError(b, err)
+				b.Cleanup(m.Close)
+				w.m = m
+				var before, after int64
+				require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&before))
+				parallel(b, clients, func(ctx context.Context, rng *rand.Rand) error { return v.op(ctx, &w, rng) })
+				b.StopTimer()
+				require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&after))
+				b.ReportMetric(float64(after-before)/float64(b.N), "WAL-B/op")
+			})
+		}
+	}
+}
+
+// writeFloorDatabase is a migrated database of its own, nothing analyzed,
+// with setup run on it.
+func writeFloorDatabase(b *testing.B, setup string) string {
+	dsn := pgtest.NewDatabase(b)
+	if setup != "" {
+		pool := freshPool(b, dsn, 1)
+		_, err := pool.Exec(b.Context(), setup)
+		require.NoError(b, err)
+		pool.Close()
+	}
+	return dsn
+}
+
+type writeFloor struct {
+	pool    *pgxpool.Pool
+	m       *rs.PgManager
+	clients int
+	topic   uuid.UUID
+	next    atomic.Int64
+}
+
+type writeFloorOp func(ctx context.Context, w *writeFloor, rng *rand.Rand) error
+
+// libraryAddFinish is BenchmarkFresh's "add + finish": call i writes to
+// partition i mod clients.
+func libraryAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
+	i := w.next.Add(1)
+	tp := rs.TopicIDPartition{TopicID: w.topic, Topic: "floor", Partition: int32(i % int64(w.clients))}
+	s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+	if err := w.m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
+		return err
+	}
+	return w.m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished))
+}
+
+// bareAddFinish writes the same row with the same two statements' effect on
+// the segment row alone: an INSERT, then an UPDATE of state, broker,
+// versions and updated_at by the id.
+func bareAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
+	i := w.next.Add(1)
+	id := dbuuid.UUID(uuid.New())
+	_, err := w.pool.Exec(ctx, `INSERT INTO bare_segments (topic_id, partition, segment_id, topic, start_offset, end_offset,
+    max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty,
+    epochs, epoch_start_offsets, added_version, last_version)
+VALUES ($1, $2, $3, 'floor', $4, $5, 0, 0, 0, 1024, NULL, 0, true, ARRAY[0], ARRAY[$4::bigint], $6, $6)`,
+		dbuuid.UUID(w.topic), int32(i%int64(w.clients)), id, i*100, i*100+99, 2*i)
+	if err != nil {
+		return err
+	}
+	_, err = w.pool.Exec(ctx, `UPDATE bare_segments SET state = 1, broker_id = 1, event_timestamp_ms = 1,
+    finished_version = $2, last_version = $2, updated_at = now() WHERE segment_id = $1`, id, 2*i+1)
+	return err
+}
+
+// rawTwoCommits is the baseline of BenchmarkFresh's writes: two single-row
+// HOT UPDATE commits.
+func rawTwoCommits(ctx context.Context, w *writeFloor, rng *rand.Rand) error {
+	for range 2 {
+		if _, err := w.pool.Exec(ctx, "UPDATE bench_raw SET event_timestamp_ms = $2 WHERE id = $1", rng.IntN(2000), rng.Int64()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
