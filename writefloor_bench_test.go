@@ -35,7 +35,7 @@ import (
 //
 //	go test -run '^$' -bench '^BenchmarkWriteFloor$' -benchtime 3s .
 func BenchmarkWriteFloor(b *testing.B) {
-	for _, clients := range []int{1, 8} {
+	for _, clients := range []int{1, 8, 32} {
 		library := writeFloorDatabase(b, "")
 		noRules := writeFloorDatabase(b, `
 ALTER TABLE rlmm_partitions DROP CONSTRAINT rlmm_partitions_valid;
