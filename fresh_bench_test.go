@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,21 +218,12 @@ func benchmarkFreshWrites(b *testing.B, f freshDB) {
 		m, err := rs.NewPgManager(b.Context(), pool)
 		require.NoError(b, err)
 		b.Cleanup(m.Close)
-		topic := uuid.New()
-		var next atomic.Int64
+		w := writeFloor{pool: pool, m: m, clients: clients, topic: uuid.New()}
 		ops := []struct {
 			name string
 			op   func(ctx context.Context, rng *rand.Rand) error
 		}{
-			{"add + finish", func(ctx context.Context, rng *rand.Rand) error {
-				i := next.Add(1)
-				tp := rs.TopicIDPartition{TopicID: topic, Topic: "writes", Partition: int32(i % int64(clients))}
-				s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
-				if err := m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
-					return err
-				}
-				return m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished))
-			}},
+			{"add + finish", func(ctx context.Context, rng *rand.Rand) error { return libraryAddFinish(ctx, &w, rng) }},
 			{"two raw UPDATE commits", func(ctx context.Context, rng *rand.Rand) error {
 				for range 2 {
 					_, err := pool.Exec(ctx, "UPDATE bench_raw SET event_timestamp_ms = $4 WHERE topic_id = $1 AND partition = $2 AND segment_id = $3",

@@ -80,10 +80,8 @@ ANALYZE bench_raw;`)
 func writeFloorDatabase(b *testing.B, setup string) string {
 	dsn := pgtest.NewDatabase(b)
 	if setup != "" {
-		pool := freshPool(b, dsn, 1)
-		_, err := pool.Exec(b.Context(), setup)
+		_, err := freshPool(b, dsn, 1).Exec(b.Context(), setup)
 		require.NoError(b, err)
-		pool.Close()
 	}
 	return dsn
 }
@@ -98,11 +96,11 @@ type writeFloor struct {
 
 type writeFloorOp func(ctx context.Context, w *writeFloor, rng *rand.Rand) error
 
-// libraryAddFinish is BenchmarkFresh's "add + finish": call i writes to
-// partition i mod clients.
+// libraryAddFinish is an add then its COPY_SEGMENT_FINISHED (BenchmarkFresh's
+// "add + finish" too): call i writes to partition i mod clients.
 func libraryAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
 	i := w.next.Add(1)
-	tp := rs.TopicIDPartition{TopicID: w.topic, Topic: "floor", Partition: int32(i % int64(w.clients))}
+	tp := rs.TopicIDPartition{TopicID: w.topic, Topic: "writes", Partition: int32(i % int64(w.clients))}
 	s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
 	if err := w.m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
 		return err
