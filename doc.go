@@ -65,9 +65,11 @@
 //
 // # Observability
 //
-// [Instrument] wraps either manager with latency histograms and error
-// counters (Prometheus) and structured logs ([WithLogger]). Tracing plugs
-// into the pgx pool the caller builds (its ConnConfig.Tracer).
+// Package metrics (github.com/krabka/remotestorage/metrics) wraps any
+// manager with latency histograms, error counters (Prometheus) and
+// structured logs, and exports the stuck work as gauges; it is a package of
+// its own so that this one links no Prometheus client. Tracing plugs into
+// the pgx pool the caller builds (its ConnConfig.Tracer).
 //
 // # Schema
 //
