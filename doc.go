@@ -58,10 +58,10 @@
 //
 // [WithCache] keeps the partitions a broker consumes (Kafka's assignment
 // hooks, [PgManager.OnPartitionLeadershipChanges] and
-// [PgManager.OnStopPartitions]) in memory, fresh through LISTEN/NOTIFY;
-// [WithReadReplica] sends the other queries to a hot standby. In both modes
-// CaughtUp compares the partition's committed version on the primary with
-// what the reader holds. See docs/SCALING.md.
+// [PgManager.OnStopPartitions]) in memory; [WithReadReplica] sends the other
+// queries to a hot standby; CaughtUp says when a read sees every committed
+// write. How the cache stays fresh is explained once, in docs/SCALING.md
+// ("How the cache stays fresh").
 //
 // # Observability
 //

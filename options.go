@@ -62,9 +62,10 @@ func WithReadReplica(replica *pgxpool.Pool) Option {
 }
 
 // WithCache keeps the partitions this manager consumes (see
-// OnPartitionLeadershipChanges) in memory, fresh through LISTEN/NOTIFY: their
-// queries are answered with no round trip. Until a partition is loaded its
-// queries and CaughtUp fail with ErrNotReady.
+// OnPartitionLeadershipChanges) in memory: their queries are answered with
+// no round trip. Until a partition is loaded its queries and CaughtUp fail
+// with ErrNotReady. How it stays fresh: docs/SCALING.md, "How the cache
+// stays fresh".
 func WithCache() Option {
 	return func(o *options) { o.cache = true }
 }
@@ -76,11 +77,9 @@ const DefaultCachePollInterval = time.Second
 
 // WithCachePollInterval sets how often the cache (WithCache) reads the
 // committed versions of all its partitions in one statement, and catches
-// up those behind. Notifications make the cache fresh within milliseconds;
-// the poll bounds how long a lost one (a writer that died between its
-// commit and its notification, a listener that cannot listen, as behind a
-// transaction pooler) can leave the cache behind: about one interval plus a
-// catch-up. Zero or less turns the poll off.
+// up those behind: the bound on what a lost notification costs (see
+// docs/SCALING.md, "How the cache stays fresh"). Zero or less turns the
+// poll off.
 func WithCachePollInterval(d time.Duration) Option {
 	return func(o *options) { o.cachePoll, o.cachePollSet = d, true }
 }
@@ -105,10 +104,8 @@ func WithCacheLoaders(n int) Option {
 //
 // Without it, the listener checks at each connect that it hears a probe
 // notification sent through the pool, and logs a warning (WithLogger, else
-// slog's default logger) when it does not. The cache stays correct either
-// way: without notifications, freshness falls back to the periodic version
-// poll and CaughtUp, which compares versions and has a stale partition
-// catch up.
+// slog's default logger) when it does not; what the cache then relies on is
+// in docs/SCALING.md, "How the cache stays fresh".
 func WithListenerConnConfig(cfg *pgx.ConnConfig) Option {
 	return func(o *options) { o.listenerConnConfig = cfg.Copy() }
 }
