@@ -4,7 +4,7 @@ package remotestorage_test
 // transaction pooling mode, in front of the test server: the multi-broker
 // races, the cache, and Migrate here; the conformance suite (with its
 // randomized model-based test) in conformance_test.go. The pool's DSN carries pgtest.BouncerDSNSettings
-// (default_query_exec_mode=exec); the README says why.
+// (default_query_exec_mode=exec); docs/OPERATIONS.md says why.
 
 import (
 	"errors"
