@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/krabka/remotestorage/internal/dbadata"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/sampledata"
 )
 
 // dbaGuide is the DBA's guide, relative to the module root (the tests' working
@@ -76,7 +76,7 @@ func TestDBAQueries(t *testing.T) {
 	queries := dbaQueries(t)
 	require.GreaterOrEqual(t, len(queries), 10, dbaGuide+" promises ready queries: at least ten")
 	pool := pgtest.NewPool(t)
-	dbadata.Seed(t, pool)
+	sampledata.Seed(t, pool)
 	ctx := t.Context()
 
 	t.Run("views", func(t *testing.T) {

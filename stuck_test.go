@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/dbadata"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/sampledata"
 )
 
 func TestStuckWork(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	dbadata.Seed(t, pool) // orders-0: a copy at 4000 and a delete at 5000 aged 2h; payments-0 MARKED just now
+	sampledata.Seed(t, pool) // orders-0: a copy at 4000 and a delete at 5000 aged 2h; payments-0 MARKED just now
 	ctx := t.Context()
 
 	r, err := rs.StuckWork(ctx, pool, time.Hour)

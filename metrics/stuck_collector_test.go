@@ -10,15 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/dbadata"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/sampledata"
 	"github.com/krabka/remotestorage/metrics"
 )
 
 func TestStuckCollector(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	dbadata.Seed(t, pool)
+	sampledata.Seed(t, pool)
 	_, err := pool.Exec(t.Context(), `UPDATE rlmm_partitions SET updated_at = now() - interval '2 hours' WHERE topic = 'payments'`)
 	require.NoError(t, err)
 

@@ -1,6 +1,6 @@
-// Package dbadata writes the small database that the tests of the DBA
+// Package sampledata writes the small database that the tests of the DBA
 // guide, the stuck-work queries and the stuck-work collector read.
-package dbadata
+package sampledata
 
 import (
 	"testing"
