@@ -114,3 +114,18 @@ soak: pg-user ## Soak: 5 minutes of mixed traffic at 8 clients, p99 and memory p
 .PHONY: reliability-soak
 reliability-soak: pg-user ## Longer linearizability and differential runs (RELIABILITY_SOAK=1); figures in docs/RELIABILITY.md.
 	RELIABILITY_SOAK=1 $(GO) test -race -count=1 -timeout 40m -v -run 'Linearizable|Differential' ./reliability/
+
+# ---- schema.sql: the schema the migrations build, checked in for readers ----
+# sqlc reads migrations/, not this file (docs/MIGRATIONS.md says why); the
+# test below migrates an empty database with remotestorage.Migrate, dumps it
+# with pg_dump --schema-only and compares the normalized text.
+
+.PHONY: schema
+schema: pg-user ## Rewrite schema.sql from the migrations (needs pg_dump; provisions its own PostgreSQL).
+	$(GO) test -count=1 -run '^TestSchemaSQLMatchesMigrations$$' ./internal/schemadump -update
+
+.PHONY: check-schema
+check-schema: pg-user ## Fail when schema.sql differs from what the migrations build.
+	$(GO) test -count=1 -run '^TestSchemaSQLMatchesMigrations$$' ./internal/schemadump
+
+check-generated: check-schema

@@ -8,7 +8,6 @@ package remotestorage_test
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -20,14 +19,6 @@ func TestInMemoryManagerConformance(t *testing.T) {
 	t.Parallel()
 	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rs.Manager {
 		return rs.NewInMemoryManager(opts...)
-	})
-}
-
-// Instrument changes no answer.
-func TestInstrumentedManagerConformance(t *testing.T) {
-	t.Parallel()
-	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rs.Manager {
-		return rs.Instrument(rs.NewInMemoryManager(opts...), rs.WithRegisterer(prometheus.NewPedanticRegistry()))
 	})
 }
 

@@ -58,16 +58,18 @@
 //
 // [WithCache] keeps the partitions a broker consumes (Kafka's assignment
 // hooks, [PgManager.OnPartitionLeadershipChanges] and
-// [PgManager.OnStopPartitions]) in memory, fresh through LISTEN/NOTIFY;
-// [WithReadReplica] sends the other queries to a hot standby. In both modes
-// CaughtUp compares the partition's committed version on the primary with
-// what the reader holds. See docs/SCALING.md.
+// [PgManager.OnStopPartitions]) in memory; [WithReadReplica] sends the other
+// queries to a hot standby; CaughtUp says when a read sees every committed
+// write. How the cache stays fresh is explained once, in docs/SCALING.md
+// ("How the cache stays fresh").
 //
 // # Observability
 //
-// [Instrument] wraps either manager with latency histograms and error
-// counters (Prometheus) and structured logs ([WithLogger]). Tracing plugs
-// into the pgx pool the caller builds (its ConnConfig.Tracer).
+// Package metrics (github.com/krabka/remotestorage/metrics) wraps any
+// manager with latency histograms, error counters (Prometheus) and
+// structured logs, and exports the stuck work as gauges; it is a package of
+// its own so that this one links no Prometheus client. Tracing plugs into
+// the pgx pool the caller builds (its ConnConfig.Tracer).
 //
 // # Schema
 //

@@ -1,9 +1,10 @@
 package remotestorage_test
 
-// The database-side guards of migration 00002: the transition tables the
-// triggers read must say exactly what statemachine.go says, a manual UPDATE
-// outside the state machines fails with a message a DBA can act on, and an
-// allowed one gets the library's bookkeeping (epoch rows, versions).
+// The database-side guards (the guard triggers, as schema.sql shows them):
+// the transition tables the triggers read must say exactly what
+// statemachine.go says, a manual UPDATE outside the state machines fails
+// with a message a DBA can act on, and an allowed one gets the library's
+// bookkeeping (epoch rows, versions).
 
 import (
 	"context"

@@ -192,9 +192,10 @@ type KafkaExtensions interface {
 	// the range of epoch in some segment that reached COPY_SEGMENT_FINISHED
 	// contains o. Segments deleted since still count (deletes never lower
 	// it); DELETE_PARTITION_FINISHED forgets it. None: (0, false, nil).
-	// Unlike HighestOffsetForEpoch (the seed's max EndOffset), it never
-	// claims offsets of a later epoch that share a segment with this one, so
-	// it is safe after an unclean election.
+	// Unlike HighestOffsetForEpoch (the largest EndOffset of the finished
+	// segments carrying epoch), it never claims offsets of a later epoch
+	// that share a segment with this one, so it is safe after an unclean
+	// election.
 	EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error)
 }
 

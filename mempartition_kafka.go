@@ -1,7 +1,7 @@
 package remotestorage
 
-// The in-memory answers of FirstSegmentForTimestamp and EpochEndOffset
-// (issue 13), shared by InMemoryManager and PgManager's cache.
+// The in-memory answers of FirstSegmentForTimestamp and EpochEndOffset,
+// shared by InMemoryManager and PgManager's cache.
 
 // firstForTimestamp returns the first finished segment carrying epoch, in
 // list order, whose MaxTimestampMs >= timestampMs and EndOffset >=

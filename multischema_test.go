@@ -55,7 +55,7 @@ func TestMultipleClustersInOneDatabase(t *testing.T) {
 		return pool
 	}
 	// The two spellings pgx honours: its own run-time parameter, and
-	// libpq's options, as the README writes it (-csearch_path%3Dcluster_b).
+	// libpq's options, as docs/OPERATIONS.md writes it (-csearch_path%3Dcluster_b).
 	poolA := open(withParam(t, dsn, "search_path", "cluster_a"))
 	poolB := open(withParam(t, dsn, "options", "-csearch_path=cluster_b"))
 	for schema, pool := range map[string]*pgxpool.Pool{"cluster_a": poolA, "cluster_b": poolB} {

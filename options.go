@@ -1,8 +1,8 @@
 package remotestorage
 
 // options.go: every option of the package, by what it configures: the
-// managers (Option), Instrument (InstrumentOption), the pool (PoolOption)
-// and the stuck-work collector (StuckCollectorOption).
+// managers (Option) and the pool (PoolOption). The options of the metrics
+// (metrics.Instrument, metrics.NewStuckCollector) live in package metrics.
 
 import (
 	"log/slog"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Option configures a manager.
@@ -46,14 +45,10 @@ func WithMaxCustomMetadataBytes(n int) Option {
 	return func(o *options) { o.maxCustomMetadataBytes = n }
 }
 
-// WithLogger sets the structured logger. Passed to Instrument, it receives
-// one record per failed call: refused writes and ErrNotReady at Debug,
-// store failures at Warn, with the operation, the partition and, for
-// writes, the segment. Records carry no DSN or password: pgx's errors name
-// the host, user and database, never the password. Passed to NewPgManager or
-// NewInMemoryManager, the managers keep it for what they do outside a call;
-// their calls do not log (wrap the manager with Instrument for that).
-// Default: no logging.
+// WithLogger sets the structured logger the managers use for what they do
+// outside a call (the cache's listener and loaders, for example). Their
+// calls do not log: wrap the manager with metrics.Instrument for one record
+// per failed call. Default: no logging.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
 }
@@ -67,9 +62,10 @@ func WithReadReplica(replica *pgxpool.Pool) Option {
 }
 
 // WithCache keeps the partitions this manager consumes (see
-// OnPartitionLeadershipChanges) in memory, fresh through LISTEN/NOTIFY: their
-// queries are answered with no round trip. Until a partition is loaded its
-// queries and CaughtUp fail with ErrNotReady.
+// OnPartitionLeadershipChanges) in memory: their queries are answered with
+// no round trip. Until a partition is loaded its queries and CaughtUp fail
+// with ErrNotReady. How it stays fresh: docs/SCALING.md, "How the cache
+// stays fresh".
 func WithCache() Option {
 	return func(o *options) { o.cache = true }
 }
@@ -81,11 +77,9 @@ const DefaultCachePollInterval = time.Second
 
 // WithCachePollInterval sets how often the cache (WithCache) reads the
 // committed versions of all its partitions in one statement, and catches
-// up those behind. Notifications make the cache fresh within milliseconds;
-// the poll bounds how long a lost one (a writer that died between its
-// commit and its notification, a listener that cannot listen, as behind a
-// transaction pooler) can leave the cache behind: about one interval plus a
-// catch-up. Zero or less turns the poll off.
+// up those behind: the bound on what a lost notification costs (see
+// docs/SCALING.md, "How the cache stays fresh"). Zero or less turns the
+// poll off.
 func WithCachePollInterval(d time.Duration) Option {
 	return func(o *options) { o.cachePoll, o.cachePollSet = d, true }
 }
@@ -110,66 +104,10 @@ func WithCacheLoaders(n int) Option {
 //
 // Without it, the listener checks at each connect that it hears a probe
 // notification sent through the pool, and logs a warning (WithLogger, else
-// slog's default logger) when it does not. The cache stays correct either
-// way: without notifications, freshness falls back to the periodic version
-// poll and CaughtUp, which compares versions and has a stale partition
-// catch up.
+// slog's default logger) when it does not; what the cache then relies on is
+// in docs/SCALING.md, "How the cache stays fresh".
 func WithListenerConnConfig(cfg *pgx.ConnConfig) Option {
 	return func(o *options) { o.listenerConnConfig = cfg.Copy() }
-}
-
-// InstrumentOption configures Instrument. Every Option is one too, and
-// Instrument takes WithLogger from it; the managers' other options mean
-// nothing to Instrument and are ignored.
-type InstrumentOption interface {
-	applyInstrument(*instrumentConfig)
-}
-
-type instrumentConfig struct {
-	logger      *slog.Logger
-	registerer  prometheus.Registerer
-	constLabels prometheus.Labels
-	pools       []namedPool
-}
-
-type namedPool struct {
-	name string
-	pool *pgxpool.Pool
-}
-
-type instrumentOptionFunc func(*instrumentConfig)
-
-func (f instrumentOptionFunc) applyInstrument(c *instrumentConfig) { f(c) }
-
-func (o Option) applyInstrument(c *instrumentConfig) {
-	var opts options
-	o(&opts)
-	if opts.logger != nil {
-		c.logger = opts.logger
-	}
-}
-
-// WithRegisterer registers the InstrumentedManager's metrics with r (for
-// example prometheus.DefaultRegisterer). Without it nothing is registered:
-// the InstrumentedManager is a prometheus.Collector, to register where and
-// when you like.
-func WithRegisterer(r prometheus.Registerer) InstrumentOption {
-	return instrumentOptionFunc(func(c *instrumentConfig) { c.registerer = r })
-}
-
-// WithConstLabels adds labels to every metric, for example
-// {"cluster": "a"} when one process instruments managers of several
-// clusters: metrics that differ in a constant label can share a registry.
-func WithConstLabels(l prometheus.Labels) InstrumentOption {
-	return instrumentOptionFunc(func(c *instrumentConfig) { c.constLabels = l })
-}
-
-// WithPoolStats exports the statistics of pool (pgxpool.Stat) under the
-// label pool=name: connections by state and the acquire counters, read when
-// the metrics are collected. Give it once per pool, e.g. "primary" and
-// "replica" for a manager with WithReadReplica.
-func WithPoolStats(name string, pool *pgxpool.Pool) InstrumentOption {
-	return instrumentOptionFunc(func(c *instrumentConfig) { c.pools = append(c.pools, namedPool{name, pool}) })
 }
 
 // PoolOption configures ConfigurePool and NewPool.
@@ -183,20 +121,4 @@ type poolOptions struct {
 // after the first, doubling up to max.
 func WithConnectBackoff(min, max time.Duration) PoolOption {
 	return func(o *poolOptions) { o.backoffMin, o.backoffMax = min, max }
-}
-
-// StuckCollectorOption configures NewStuckCollector.
-type StuckCollectorOption func(*StuckCollector)
-
-// WithStuckScrapeTimeout bounds the query of one scrape (default 5s).
-func WithStuckScrapeTimeout(d time.Duration) StuckCollectorOption {
-	return func(c *StuckCollector) { c.timeout = d }
-}
-
-// WithStuckConstLabels adds constant labels to both gauges (e.g. the cluster).
-func WithStuckConstLabels(labels prometheus.Labels) StuckCollectorOption {
-	return func(c *StuckCollector) {
-		c.segments = newStuckSegmentsDesc(labels)
-		c.parts = newStuckPartitionsDesc(labels)
-	}
 }

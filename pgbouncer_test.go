@@ -4,7 +4,7 @@ package remotestorage_test
 // transaction pooling mode, in front of the test server: the multi-broker
 // races, the cache, and Migrate here; the conformance suite (with its
 // randomized model-based test) in conformance_test.go. The pool's DSN carries pgtest.BouncerDSNSettings
-// (default_query_exec_mode=exec); the README says why.
+// (default_query_exec_mode=exec); docs/OPERATIONS.md says why.
 
 import (
 	"errors"
@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/migrations"
 )
@@ -71,7 +72,7 @@ func TestPgBouncerCacheListenerOnSessionConnection(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pooled, direct := pgtest.NewBouncerDatabase(t)
-	logger, logs := newLogger(slog.LevelWarn)
+	logger, logs := logtest.New(slog.LevelWarn)
 	a := newCachedManager(t, pooled)
 	b := newCachedManager(t, pooled, listenerOption(t, direct), rs.WithLogger(logger))
 	direct2 := newCachedManager(t, direct, rs.WithLogger(logger))
@@ -92,7 +93,7 @@ func TestPgBouncerCacheListenerThroughPoolerWarns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pooled, _ := pgtest.NewBouncerDatabase(t)
-	logger, logs := newLogger(slog.LevelWarn)
+	logger, logs := logtest.New(slog.LevelWarn)
 	a := newCachedManager(t, pooled)
 	b := newCachedManager(t, pooled, rs.WithLogger(logger))
 	eventually(t, 15*time.Second, "the listener warns that it hears nothing", func() bool {
@@ -134,7 +135,7 @@ func TestPgBouncerCachePollBringsWritesWithoutListener(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pooled, _ := pgtest.NewBouncerDatabase(t)
-	logger, logs := newLogger(slog.LevelWarn)
+	logger, logs := logtest.New(slog.LevelWarn)
 	a := newCachedManager(t, pooled)
 	b := newCachedManager(t, pooled, rs.WithLogger(logger), rs.WithCachePollInterval(20*time.Millisecond))
 	tp := testTP(0)

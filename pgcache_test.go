@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
@@ -419,10 +420,10 @@ func TestCacheListenerLogsStateChanges(t *testing.T) {
 		}
 		return dial(ctx, network, addr)
 	}
-	logger, logs := newLogger(slog.LevelInfo)
+	logger, logs := logtest.New(slog.LevelInfo)
 	m := newCachedManager(t, dsn, rs.WithListenerConnConfig(cfg), rs.WithLogger(logger))
 	listenerRecords := func() (warnings, infos int) {
-		for _, r := range logs.records(t) {
+		for _, r := range logs.Records(t) {
 			if msg, _ := r["msg"].(string); strings.Contains(msg, "listener") {
 				switch r["level"] {
 				case "WARN":

@@ -16,6 +16,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/metrics"
 )
 
 func hostileStrings() []string {
@@ -195,7 +196,7 @@ func TestDSNPasswordNeverInErrors(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	pm, err := rs.NewPgManager(ctx, pool, rs.WithLogger(logger))
 	require.NoError(t, err)
-	m := rs.Instrument(pm, rs.WithLogger(logger)) // logs every failed call
+	m := metrics.Instrument(pm, metrics.WithLogger(logger)) // logs every failed call
 	failDials.Store(true)
 	pool.Reset()
 	tp := testTP(0)

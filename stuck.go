@@ -118,3 +118,31 @@ func StuckWork(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration)
 	}
 	return r, nil
 }
+
+// StuckCount is how many segments or partition deletes of one kind are
+// stuck in one state.
+type StuckCount struct {
+	Kind  StuckKind
+	State string // the state name, as in StuckItem.State
+	Count int64
+}
+
+// CountStuckWork counts what StuckWork would return, by kind and state, in
+// one query that returns only the counts; states with nothing stuck are
+// absent. It is what the Prometheus collector of package metrics reports.
+//
+// A negative olderThan is an error; a store failure wraps ErrIO.
+func CountStuckWork(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) ([]StuckCount, error) {
+	if err := checkOlderThan(olderThan); err != nil {
+		return nil, err
+	}
+	rows, err := db.New().StuckCounts(ctx, pool, olderThan.Milliseconds())
+	if err != nil {
+		return nil, ioError(ctx, err, "count the stuck work older than %s", olderThan)
+	}
+	counts := make([]StuckCount, len(rows))
+	for i, r := range rows {
+		counts[i] = StuckCount{Kind: StuckKind(r.Kind), State: r.State, Count: r.Stuck}
+	}
+	return counts, nil
+}

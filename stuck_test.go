@@ -1,23 +1,21 @@
 package remotestorage_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/sampledata"
 )
 
 func TestStuckWork(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	seedDBAData(t, pool) // orders-0: a copy at 4000 and a delete at 5000 aged 2h; payments-0 MARKED just now
+	sampledata.Seed(t, pool) // orders-0: a copy at 4000 and a delete at 5000 aged 2h; payments-0 MARKED just now
 	ctx := t.Context()
 
 	r, err := rs.StuckWork(ctx, pool, time.Hour)
@@ -51,6 +49,18 @@ func TestStuckWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, r.Segments())
 	require.Equal(t, 1, r.Partitions())
+	counts, err := rs.CountStuckWork(ctx, pool, 0)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []rs.StuckCount{
+		{Kind: rs.StuckSegment, State: "COPY_SEGMENT_STARTED", Count: 1},
+		{Kind: rs.StuckSegment, State: "DELETE_SEGMENT_STARTED", Count: 1},
+		{Kind: rs.StuckPartition, State: "DELETE_PARTITION_MARKED", Count: 1},
+	}, counts, "CountStuckWork counts what StuckWork lists")
+	counts, err = rs.CountStuckWork(ctx, pool, 3*time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, counts)
+	_, err = rs.CountStuckWork(ctx, pool, -time.Second)
+	require.ErrorContains(t, err, "negative")
 	var part rs.StuckItem
 	for _, it := range r.Items {
 		if it.Kind == rs.StuckPartition {
@@ -90,51 +100,5 @@ func TestStuckWork(t *testing.T) {
 	require.Len(t, r.Items, 1, "%+v", r.Items)
 
 	_, err = rs.StuckWork(ctx, pool, -time.Second)
-	require.ErrorContains(t, err, "negative")
-}
-
-func TestStuckCollector(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.NewPool(t)
-	seedDBAData(t, pool)
-	_, err := pool.Exec(t.Context(), `UPDATE rlmm_partitions SET updated_at = now() - interval '2 hours' WHERE topic = 'payments'`)
-	require.NoError(t, err)
-
-	c, err := rs.NewStuckCollector(pool, time.Hour, rs.WithStuckConstLabels(prometheus.Labels{"cluster": "test"}))
-	require.NoError(t, err)
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(c))
-	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP rlmm_stuck_partitions Partitions in DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED with no write for longer than the collector's threshold (rlmm_stuck_v).
-# TYPE rlmm_stuck_partitions gauge
-rlmm_stuck_partitions{cluster="test",state="DELETE_PARTITION_MARKED"} 1
-rlmm_stuck_partitions{cluster="test",state="DELETE_PARTITION_STARTED"} 0
-# HELP rlmm_stuck_segments Segments in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED with no write for longer than the collector's threshold (rlmm_stuck_v).
-# TYPE rlmm_stuck_segments gauge
-rlmm_stuck_segments{cluster="test",state="COPY_SEGMENT_STARTED"} 1
-rlmm_stuck_segments{cluster="test",state="DELETE_SEGMENT_STARTED"} 1
-`)))
-
-	// Computed on scrape: a repair shows at the next one.
-	_, err = pool.Exec(t.Context(), `UPDATE rlmm_segments SET state = 1 WHERE state = 0 AND topic = 'orders'`)
-	require.NoError(t, err)
-	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP rlmm_stuck_segments Segments in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED with no write for longer than the collector's threshold (rlmm_stuck_v).
-# TYPE rlmm_stuck_segments gauge
-rlmm_stuck_segments{cluster="test",state="COPY_SEGMENT_STARTED"} 0
-rlmm_stuck_segments{cluster="test",state="DELETE_SEGMENT_STARTED"} 1
-`), "rlmm_stuck_segments"))
-
-	// A failing store fails the scrape instead of reporting 0.
-	closed := pgtest.NewPool(t)
-	closed.Close()
-	bad, err := rs.NewStuckCollector(closed, time.Hour, rs.WithStuckScrapeTimeout(time.Second))
-	require.NoError(t, err)
-	reg = prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(bad))
-	_, err = reg.Gather()
-	require.ErrorContains(t, err, rs.ErrIO.Error(), "prometheus joins the collect errors without Unwrap")
-
-	_, err = rs.NewStuckCollector(pool, -time.Minute)
 	require.ErrorContains(t, err, "negative")
 }

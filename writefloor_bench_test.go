@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkWriteFloor asks what bounds an add and its COPY_SEGMENT_FINISHED
-// (issue 12's write target: 0.7 of two raw single-row UPDATE commits). The
+// (the write target: 0.7 of two raw single-row UPDATE commits). The
 // library's write runs next to the same write with parts of the schema taken
 // away, each on a database of its own, every client on its own partition:
 //

@@ -35,7 +35,7 @@ var brokenManagers = map[string]func(m rlmmtest.Manager) rlmmtest.Manager{
 	// Where finished segments overlap, the lookup returns the one whose range
 	// of the epoch starts earliest (the shadowed one).
 	"shadowed-lookup": func(m rlmmtest.Manager) rlmmtest.Manager { return shadowedLookup{m} },
-	// EpochEndOffset answers the seed's HighestOffsetForEpoch (max EndOffset).
+	// EpochEndOffset answers HighestOffsetForEpoch (max EndOffset) instead.
 	"epoch-end-is-max-end-offset": func(m rlmmtest.Manager) rlmmtest.Manager { return epochEndIsHighest{m} },
 	// FirstSegmentForTimestamp ignores ties: among the matching segments
 	// that start at the same offset it returns the last added.

@@ -42,7 +42,7 @@ func (s *suite) epochEndOffset(t *testing.T) {
 		e.addFinished(tp, 0, 100, epochs{0: 0, 1: 50})
 		e.requireEpochEnd(tp, 0, 49, true)
 		e.requireEpochEnd(tp, 1, 100, true)
-		e.requireHighest(tp, 0, 100, true) // the seed's meaning stays
+		e.requireHighest(tp, 0, 100, true) // HighestOffsetForEpoch keeps its own meaning (API.md)
 		e.requireEpochEnd(tp, 2, 0, false)
 	})
 

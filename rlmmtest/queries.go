@@ -223,7 +223,7 @@ func (s *suite) highestOffsetForEpoch(t *testing.T) {
 		tp := e.newTP()
 		e.addFinished(tp, 0, 99, epochs{0: 0})
 		e.addFinished(tp, 100, 199, epochs{0: 100, 1: 120, 2: 150})
-		// The seed's definition: the segment's EndOffset, not the end of the
+		// API.md's definition: the segment's EndOffset, not the end of the
 		// epoch inside it.
 		e.requireHighest(tp, 0, 199, true)
 		e.requireHighest(tp, 1, 199, true)

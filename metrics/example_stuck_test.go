@@ -1,4 +1,4 @@
-package remotestorage_test
+package metrics_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/metrics"
 )
 
 // Alert on stuck work: the collector counts, on each scrape, what has made
@@ -26,7 +27,7 @@ func ExampleNewStuckCollector() {
 	}
 	defer pool.Close()
 
-	c, err := rs.NewStuckCollector(pool, time.Hour, rs.WithStuckScrapeTimeout(5*time.Second))
+	c, err := metrics.NewStuckCollector(pool, time.Hour, metrics.WithStuckScrapeTimeout(5*time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package remotestorage_test
+package metrics_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/metrics"
 )
 
 // Logs and metrics for any manager: Instrument wraps it. Refused writes are
@@ -30,7 +31,7 @@ func ExampleInstrument() {
 			return a
 		},
 	}))
-	m := rs.Instrument(rs.NewInMemoryManager(), rs.WithLogger(logger), rs.WithRegisterer(reg))
+	m := metrics.Instrument(rs.NewInMemoryManager(), metrics.WithLogger(logger), metrics.WithRegisterer(reg))
 
 	tp := rs.TopicIDPartition{TopicID: uuid.MustParse("6fd630dd-c4fb-4485-aaad-5347f29cf952"), Topic: "orders", Partition: 0}
 	id := rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.MustParse("0b7f4c1e-3f0a-4c55-9d0e-6a3f1c2b9e11")}
@@ -87,10 +88,10 @@ func ExampleInstrument_tracing() {
 	if err != nil {
 		panic(err)
 	}
-	m := rs.Instrument(pg,
-		rs.WithLogger(slog.Default()),
-		rs.WithRegisterer(prometheus.DefaultRegisterer),
-		rs.WithPoolStats("primary", pool))
+	m := metrics.Instrument(pg,
+		metrics.WithLogger(slog.Default()),
+		metrics.WithRegisterer(prometheus.DefaultRegisterer),
+		metrics.WithPoolStats("primary", pool))
 	defer m.Close()
 
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}

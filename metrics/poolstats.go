@@ -1,4 +1,4 @@
-package remotestorage
+package metrics
 
 // poolstats.go: WithPoolStats's collector, the statistics of the pgx pools
 // as Prometheus metrics, read at each scrape.

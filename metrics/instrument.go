@@ -1,8 +1,8 @@
-package remotestorage
+package metrics
 
 // instrument.go: logs and metrics for any manager, as a decorator, so that
 // the managers themselves stay free of both. Tracing is the pool's: see
-// README, "Observability".
+// docs/OPERATIONS.md, "Observability".
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	rs "github.com/krabka/remotestorage"
 )
 
 // The operation label values: the names of the Manager methods.
@@ -53,12 +55,12 @@ var errorLabels = []struct {
 	sentinel error
 	label    string
 }{
-	{ErrInvalidAdd, errLabelInvalidAdd},
-	{ErrSegmentNotFound, errLabelNotFound},
-	{ErrInvalidSegmentTransition, errLabelSegmentTrans},
-	{ErrInvalidPartitionDeleteTransition, errLabelPartitionTrans},
-	{ErrNotReady, errLabelNotReady},
-	{ErrIO, errLabelIO},
+	{rs.ErrInvalidAdd, errLabelInvalidAdd},
+	{rs.ErrSegmentNotFound, errLabelNotFound},
+	{rs.ErrInvalidSegmentTransition, errLabelSegmentTrans},
+	{rs.ErrInvalidPartitionDeleteTransition, errLabelPartitionTrans},
+	{rs.ErrNotReady, errLabelNotReady},
+	{rs.ErrIO, errLabelIO},
 }
 
 // errorLabel names the sentinel err wraps; "other" for none.
@@ -89,7 +91,7 @@ var durationBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16)
 // operation is the method name, e.g. "RemoteLogSegmentMetadata". A stream's
 // duration is the time spent in the stream, not in the caller's loop body.
 type InstrumentedManager struct {
-	m        Manager
+	m        rs.Manager
 	logger   *slog.Logger
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
@@ -97,18 +99,18 @@ type InstrumentedManager struct {
 }
 
 var (
-	_ Manager              = (*InstrumentedManager)(nil)
-	_ SegmentStreams       = (*InstrumentedManager)(nil)
+	_ rs.Manager           = (*InstrumentedManager)(nil)
+	_ rs.SegmentStreams    = (*InstrumentedManager)(nil)
 	_ prometheus.Collector = (*InstrumentedManager)(nil)
 )
 
 // Instrument wraps m. With WithRegisterer it registers the metrics, and
 // panics when that fails (as prometheus.MustRegister does: a second
 // InstrumentedManager on the same registerer needs other WithConstLabels).
-func Instrument(m Manager, opts ...InstrumentOption) *InstrumentedManager {
+func Instrument(m rs.Manager, opts ...InstrumentOption) *InstrumentedManager {
 	var c instrumentConfig
 	for _, o := range opts {
-		o.applyInstrument(&c)
+		o(&c)
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -151,7 +153,7 @@ func Instrument(m Manager, opts ...InstrumentOption) *InstrumentedManager {
 }
 
 // Unwrap returns the wrapped manager.
-func (im *InstrumentedManager) Unwrap() Manager { return im.m }
+func (im *InstrumentedManager) Unwrap() rs.Manager { return im.m }
 
 // Describe implements prometheus.Collector.
 func (im *InstrumentedManager) Describe(ch chan<- *prometheus.Desc) {
@@ -217,7 +219,7 @@ func (im *InstrumentedManager) observe(ctx context.Context, op string, elapsed t
 
 // The log attributes of the calls, by what the call names.
 
-func partitionAttrs(tp TopicIDPartition) []slog.Attr {
+func partitionAttrs(tp rs.TopicIDPartition) []slog.Attr {
 	return []slog.Attr{
 		slog.String("topic", tp.Topic),
 		slog.Int("partition", int(tp.Partition)),
@@ -225,60 +227,60 @@ func partitionAttrs(tp TopicIDPartition) []slog.Attr {
 	}
 }
 
-func attrsOf(tp TopicIDPartition) func() []slog.Attr {
+func attrsOf(tp rs.TopicIDPartition) func() []slog.Attr {
 	return func() []slog.Attr { return partitionAttrs(tp) }
 }
 
-func epochAttrs(tp TopicIDPartition, epoch LeaderEpoch, more ...slog.Attr) func() []slog.Attr {
+func epochAttrs(tp rs.TopicIDPartition, epoch rs.LeaderEpoch, more ...slog.Attr) func() []slog.Attr {
 	return func() []slog.Attr {
 		return append(append(partitionAttrs(tp), slog.Int("epoch", int(epoch))), more...)
 	}
 }
 
-func writeAttrs(id RemoteLogSegmentID, state RemoteLogSegmentState) func() []slog.Attr {
+func writeAttrs(id rs.RemoteLogSegmentID, state rs.RemoteLogSegmentState) func() []slog.Attr {
 	return func() []slog.Attr {
 		return append(partitionAttrs(id.TopicIDPartition), slog.String("segment_id", id.ID.String()), slog.String("state", state.String()))
 	}
 }
 
 // AddRemoteLogSegmentMetadata implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLogSegmentMetadata) (err error) {
+func (im *InstrumentedManager) AddRemoteLogSegmentMetadata(ctx context.Context, s rs.RemoteLogSegmentMetadata) (err error) {
 	defer im.record(ctx, opAdd, time.Now(), &err, writeAttrs(s.SegmentID, s.State))
 	return im.m.AddRemoteLogSegmentMetadata(ctx, s)
 }
 
 // UpdateRemoteLogSegmentMetadata implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u RemoteLogSegmentMetadataUpdate) (err error) {
+func (im *InstrumentedManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u rs.RemoteLogSegmentMetadataUpdate) (err error) {
 	defer im.record(ctx, opUpdate, time.Now(), &err, writeAttrs(u.SegmentID, u.State))
 	return im.m.UpdateRemoteLogSegmentMetadata(ctx, u)
 }
 
 // RemoteLogSegmentMetadata implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (_ RemoteLogSegmentMetadata, _ bool, err error) {
+func (im *InstrumentedManager) RemoteLogSegmentMetadata(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch, offset int64) (_ rs.RemoteLogSegmentMetadata, _ bool, err error) {
 	defer im.record(ctx, opLookup, time.Now(), &err, epochAttrs(tp, epoch, slog.Int64("offset", offset)))
 	return im.m.RemoteLogSegmentMetadata(ctx, tp, epoch, offset)
 }
 
 // HighestOffsetForEpoch implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (_ int64, _ bool, err error) {
+func (im *InstrumentedManager) HighestOffsetForEpoch(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch) (_ int64, _ bool, err error) {
 	defer im.record(ctx, opHighestOffset, time.Now(), &err, epochAttrs(tp, epoch))
 	return im.m.HighestOffsetForEpoch(ctx, tp, epoch)
 }
 
 // ListRemoteLogSegments implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) (_ []RemoteLogSegmentMetadata, err error) {
+func (im *InstrumentedManager) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) (_ []rs.RemoteLogSegmentMetadata, err error) {
 	defer im.record(ctx, opList, time.Now(), &err, attrsOf(tp))
 	return im.m.ListRemoteLogSegments(ctx, tp)
 }
 
 // ListRemoteLogSegmentsByEpoch implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (_ []RemoteLogSegmentMetadata, err error) {
+func (im *InstrumentedManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch) (_ []rs.RemoteLogSegmentMetadata, err error) {
 	defer im.record(ctx, opListByEpoch, time.Now(), &err, epochAttrs(tp, epoch))
 	return im.m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch)
 }
 
 // PutRemotePartitionDeleteMetadata implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d RemotePartitionDeleteMetadata) (err error) {
+func (im *InstrumentedManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d rs.RemotePartitionDeleteMetadata) (err error) {
 	defer im.record(ctx, opPartitionDelete, time.Now(), &err, func() []slog.Attr {
 		return append(partitionAttrs(d.TopicIDPartition), slog.String("state", d.State.String()))
 	})
@@ -286,55 +288,57 @@ func (im *InstrumentedManager) PutRemotePartitionDeleteMetadata(ctx context.Cont
 }
 
 // CaughtUp implements RemoteLogMetadataManager.
-func (im *InstrumentedManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (_ bool, err error) {
+func (im *InstrumentedManager) CaughtUp(ctx context.Context, tp rs.TopicIDPartition) (_ bool, err error) {
 	defer im.record(ctx, opCaughtUp, time.Now(), &err, attrsOf(tp))
 	return im.m.CaughtUp(ctx, tp)
 }
 
 // RemoteLogSize implements KafkaExtensions.
-func (im *InstrumentedManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (_ int64, err error) {
+func (im *InstrumentedManager) RemoteLogSize(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch) (_ int64, err error) {
 	defer im.record(ctx, opRemoteLogSize, time.Now(), &err, epochAttrs(tp, epoch))
 	return im.m.RemoteLogSize(ctx, tp, epoch)
 }
 
 // NextSegmentWithTxnIndex implements KafkaExtensions.
-func (im *InstrumentedManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (_ RemoteLogSegmentMetadata, _ bool, err error) {
+func (im *InstrumentedManager) NextSegmentWithTxnIndex(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch, offset int64) (_ rs.RemoteLogSegmentMetadata, _ bool, err error) {
 	defer im.record(ctx, opNextWithTxnIndex, time.Now(), &err, epochAttrs(tp, epoch, slog.Int64("offset", offset)))
 	return im.m.NextSegmentWithTxnIndex(ctx, tp, epoch, offset)
 }
 
 // FirstSegmentForTimestamp implements KafkaExtensions.
-func (im *InstrumentedManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (_ RemoteLogSegmentMetadata, _ bool, err error) {
+func (im *InstrumentedManager) FirstSegmentForTimestamp(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch, timestampMs, startingOffset int64) (_ rs.RemoteLogSegmentMetadata, _ bool, err error) {
 	defer im.record(ctx, opFirstForTimestamp, time.Now(), &err,
 		epochAttrs(tp, epoch, slog.Int64("timestamp_ms", timestampMs), slog.Int64("starting_offset", startingOffset)))
 	return im.m.FirstSegmentForTimestamp(ctx, tp, epoch, timestampMs, startingOffset)
 }
 
 // EpochEndOffset implements KafkaExtensions.
-func (im *InstrumentedManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (_ int64, _ bool, err error) {
+func (im *InstrumentedManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch) (_ int64, _ bool, err error) {
 	defer im.record(ctx, opEpochEndOffset, time.Now(), &err, epochAttrs(tp, epoch))
 	return im.m.EpochEndOffset(ctx, tp, epoch)
 }
 
 // RemoteLogSegments implements SegmentStreams: the wrapped manager's stream,
 // or, when it has none, its ListRemoteLogSegments yielded one by one.
-func (im *InstrumentedManager) RemoteLogSegments(ctx context.Context, tp TopicIDPartition) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	var seq iter.Seq2[RemoteLogSegmentMetadata, error]
-	if s, ok := im.m.(SegmentStreams); ok {
+func (im *InstrumentedManager) RemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) iter.Seq2[rs.RemoteLogSegmentMetadata, error] {
+	var seq iter.Seq2[rs.RemoteLogSegmentMetadata, error]
+	if s, ok := im.m.(rs.SegmentStreams); ok {
 		seq = s.RemoteLogSegments(ctx, tp)
 	} else {
-		seq = streamOf(func() ([]RemoteLogSegmentMetadata, error) { return im.m.ListRemoteLogSegments(ctx, tp) })
+		seq = streamOf(func() ([]rs.RemoteLogSegmentMetadata, error) { return im.m.ListRemoteLogSegments(ctx, tp) })
 	}
 	return im.stream(ctx, opStream, seq, attrsOf(tp))
 }
 
 // RemoteLogSegmentsByEpoch implements SegmentStreams, as RemoteLogSegments.
-func (im *InstrumentedManager) RemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	var seq iter.Seq2[RemoteLogSegmentMetadata, error]
-	if s, ok := im.m.(SegmentStreams); ok {
+func (im *InstrumentedManager) RemoteLogSegmentsByEpoch(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch) iter.Seq2[rs.RemoteLogSegmentMetadata, error] {
+	var seq iter.Seq2[rs.RemoteLogSegmentMetadata, error]
+	if s, ok := im.m.(rs.SegmentStreams); ok {
 		seq = s.RemoteLogSegmentsByEpoch(ctx, tp, epoch)
 	} else {
-		seq = streamOf(func() ([]RemoteLogSegmentMetadata, error) { return im.m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch) })
+		seq = streamOf(func() ([]rs.RemoteLogSegmentMetadata, error) {
+			return im.m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch)
+		})
 	}
 	return im.stream(ctx, opStreamByEpoch, seq, epochAttrs(tp, epoch))
 }
@@ -342,8 +346,8 @@ func (im *InstrumentedManager) RemoteLogSegmentsByEpoch(ctx context.Context, tp 
 // stream records one walk of seq as one call: its duration is the time
 // spent in seq, not in the caller's loop body, and its error the one seq
 // yielded, if any. A walk the caller stops early is a success.
-func (im *InstrumentedManager) stream(ctx context.Context, op string, seq iter.Seq2[RemoteLogSegmentMetadata, error], attrs func() []slog.Attr) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return func(yield func(RemoteLogSegmentMetadata, error) bool) {
+func (im *InstrumentedManager) stream(ctx context.Context, op string, seq iter.Seq2[rs.RemoteLogSegmentMetadata, error], attrs func() []slog.Attr) iter.Seq2[rs.RemoteLogSegmentMetadata, error] {
+	return func(yield func(rs.RemoteLogSegmentMetadata, error) bool) {
 		var spent time.Duration
 		var failure error
 		resumed := time.Now()
@@ -367,11 +371,11 @@ func (im *InstrumentedManager) stream(ctx context.Context, op string, seq iter.S
 }
 
 // streamOf yields the segments list returns, or its error.
-func streamOf(list func() ([]RemoteLogSegmentMetadata, error)) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return func(yield func(RemoteLogSegmentMetadata, error) bool) {
+func streamOf(list func() ([]rs.RemoteLogSegmentMetadata, error)) iter.Seq2[rs.RemoteLogSegmentMetadata, error] {
+	return func(yield func(rs.RemoteLogSegmentMetadata, error) bool) {
 		segments, err := list()
 		if err != nil {
-			yield(RemoteLogSegmentMetadata{}, err)
+			yield(rs.RemoteLogSegmentMetadata{}, err)
 			return
 		}
 		for _, s := range segments {
@@ -385,13 +389,13 @@ func streamOf(list func() ([]RemoteLogSegmentMetadata, error)) iter.Seq2[RemoteL
 // assignmentHooks are Kafka's partition assignment hooks (PgManager has
 // them).
 type assignmentHooks interface {
-	OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []TopicIDPartition) error
-	OnStopPartitions(ctx context.Context, partitions []TopicIDPartition) error
+	OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []rs.TopicIDPartition) error
+	OnStopPartitions(ctx context.Context, partitions []rs.TopicIDPartition) error
 }
 
 // OnPartitionLeadershipChanges passes Kafka's assignment hook on to the
 // wrapped manager when it has one; otherwise there is nothing to do.
-func (im *InstrumentedManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []TopicIDPartition) (err error) {
+func (im *InstrumentedManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []rs.TopicIDPartition) (err error) {
 	h, ok := im.m.(assignmentHooks)
 	if !ok {
 		return nil
@@ -404,7 +408,7 @@ func (im *InstrumentedManager) OnPartitionLeadershipChanges(ctx context.Context,
 
 // OnStopPartitions passes Kafka's assignment hook on to the wrapped
 // manager when it has one; otherwise there is nothing to do.
-func (im *InstrumentedManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPartition) (err error) {
+func (im *InstrumentedManager) OnStopPartitions(ctx context.Context, partitions []rs.TopicIDPartition) (err error) {
 	h, ok := im.m.(assignmentHooks)
 	if !ok {
 		return nil

@@ -1,16 +1,12 @@
-package remotestorage_test
+package metrics_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
 	"net/url"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -23,7 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/metrics"
+	"github.com/krabka/remotestorage/rlmmtest"
 )
 
 // metricValue returns the value of the counter or gauge name with labels,
@@ -61,54 +60,12 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[st
 	return 0
 }
 
-// logBuffer is a concurrency-safe buffer for a JSON slog handler.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// records returns the JSON records written so far.
-func (b *logBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &r))
-		out = append(out, r)
-	}
-	return out
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLogger(level slog.Level) (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
-	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: level})), buf
-}
-
-// TestInstrumentCountsRefusedWrites drives the reference manager through
-// each kind of refused write and checks the counters and the debug logs.
 func TestInstrumentCountsRefusedWrites(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	reg := prometheus.NewPedanticRegistry()
-	logger, logs := newLogger(slog.LevelDebug)
-	im := rs.Instrument(rs.NewInMemoryManager(), rs.WithRegisterer(reg), rs.WithLogger(logger))
+	logger, logs := logtest.New(slog.LevelDebug)
+	im := metrics.Instrument(rs.NewInMemoryManager(), metrics.WithRegisterer(reg), metrics.WithLogger(logger))
 
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 3}
 	seg := rs.RemoteLogSegmentMetadata{
@@ -144,7 +101,7 @@ func TestInstrumentCountsRefusedWrites(t *testing.T) {
 	require.EqualValues(t, 0, errs("AddRemoteLogSegmentMetadata", "io"))
 
 	// One debug record per refused write, with what to look for.
-	records := logs.records(t)
+	records := logs.Records(t)
 	require.Len(t, records, 4)
 	for _, r := range records {
 		require.Equal(t, "DEBUG", r["level"])
@@ -161,8 +118,8 @@ func TestInstrumentCountsRefusedWrites(t *testing.T) {
 	require.Contains(t, records[2]["error"], "COPY_SEGMENT_STARTED")
 
 	// At Info, refused writes are not logged.
-	quiet, quietLogs := newLogger(slog.LevelInfo)
-	im2 := rs.Instrument(rs.NewInMemoryManager(), rs.WithLogger(quiet))
+	quiet, quietLogs := logtest.New(slog.LevelInfo)
+	im2 := metrics.Instrument(rs.NewInMemoryManager(), metrics.WithLogger(quiet))
 	require.Error(t, im2.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{SegmentID: unknown, State: rs.CopySegmentFinished}))
 	require.Empty(t, quietLogs.String())
 	// Every operation (16) times every kind of error (7) is a series.
@@ -283,9 +240,9 @@ func TestInstrumentErrorLabels(t *testing.T) {
 		"other":                               errors.New("something else"),
 	}
 	for kind, err := range kinds {
-		logger, logs := newLogger(slog.LevelDebug)
+		logger, logs := logtest.New(slog.LevelDebug)
 		reg := prometheus.NewPedanticRegistry()
-		im := rs.Instrument(stubManager{err: err}, rs.WithLogger(logger), rs.WithRegisterer(reg))
+		im := metrics.Instrument(stubManager{err: err}, metrics.WithLogger(logger), metrics.WithRegisterer(reg))
 		for op, call := range calls {
 			require.ErrorIs(t, call(im), err, "the error comes back unchanged")
 			for otherKind := range kinds {
@@ -301,7 +258,7 @@ func TestInstrumentErrorLabels(t *testing.T) {
 		if kind != "io" && kind != "other" {
 			wantLevel = "DEBUG"
 		}
-		records := logs.records(t)
+		records := logs.Records(t)
 		require.Len(t, records, len(calls))
 		for _, r := range records {
 			require.Equal(t, wantLevel, r["level"], kind)
@@ -345,7 +302,7 @@ func TestInstrumentForwardsSegmentStreams(t *testing.T) {
 	ctx := t.Context()
 	inner := &streamCounter{InMemoryManager: rs.NewInMemoryManager()}
 	reg := prometheus.NewPedanticRegistry()
-	im := rs.Instrument(inner, rs.WithRegisterer(reg))
+	im := metrics.Instrument(inner, metrics.WithRegisterer(reg))
 	var streams rs.SegmentStreams = im
 
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
@@ -413,8 +370,8 @@ func TestInstrumentStoreFailureLogsNoPassword(t *testing.T) {
 	defer m.Close()
 
 	reg := prometheus.NewPedanticRegistry()
-	logger, logs := newLogger(slog.LevelDebug)
-	im := rs.Instrument(m, rs.WithLogger(logger), rs.WithRegisterer(reg), rs.WithPoolStats("primary", pool))
+	logger, logs := logtest.New(slog.LevelDebug)
+	im := metrics.Instrument(m, metrics.WithLogger(logger), metrics.WithRegisterer(reg), metrics.WithPoolStats("primary", pool))
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 1}
 	id := rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()}
 	_, _, err = im.RemoteLogSegmentMetadata(ctx, tp, 0, 0)
@@ -430,7 +387,7 @@ func TestInstrumentStoreFailureLogsNoPassword(t *testing.T) {
 
 	require.EqualValues(t, 1, metricValue(t, reg, "rlmm_operation_errors_total",
 		map[string]string{"operation": "UpdateRemoteLogSegmentMetadata", "error": "io"}))
-	records := logs.records(t)
+	records := logs.Records(t)
 	require.Len(t, records, 1)
 	r := records[0]
 	require.Equal(t, "WARN", r["level"])
@@ -448,14 +405,22 @@ func TestInstrumentStoreFailureLogsNoPassword(t *testing.T) {
 func TestInstrumentRegistration(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
-	rs.Instrument(rs.NewInMemoryManager(), rs.WithRegisterer(reg), rs.WithConstLabels(prometheus.Labels{"cluster": "a"}))
-	b := rs.Instrument(rs.NewInMemoryManager(), rs.WithRegisterer(reg), rs.WithConstLabels(prometheus.Labels{"cluster": "b"}))
+	metrics.Instrument(rs.NewInMemoryManager(), metrics.WithRegisterer(reg), metrics.WithConstLabels(prometheus.Labels{"cluster": "a"}))
+	b := metrics.Instrument(rs.NewInMemoryManager(), metrics.WithRegisterer(reg), metrics.WithConstLabels(prometheus.Labels{"cluster": "b"}))
 	_, err := b.ListRemoteLogSegments(t.Context(), rs.TopicIDPartition{TopicID: uuid.New(), Topic: "t"})
 	require.NoError(t, err)
 	require.EqualValues(t, 0, metricValue(t, reg, "rlmm_operation_duration_seconds", map[string]string{"cluster": "a", "operation": "ListRemoteLogSegments"}))
 	require.EqualValues(t, 1, metricValue(t, reg, "rlmm_operation_duration_seconds", map[string]string{"cluster": "b", "operation": "ListRemoteLogSegments"}))
 	require.PanicsWithValue(t, "remotestorage: Instrument: register the metrics: duplicate metrics collector registration attempted", func() {
-		rs.Instrument(rs.NewInMemoryManager(), rs.WithRegisterer(reg), rs.WithConstLabels(prometheus.Labels{"cluster": "a"}))
+		metrics.Instrument(rs.NewInMemoryManager(), metrics.WithRegisterer(reg), metrics.WithConstLabels(prometheus.Labels{"cluster": "a"}))
 	})
 	require.IsType(t, &rs.InMemoryManager{}, b.Unwrap())
+}
+
+// Instrument changes no answer.
+func TestInstrumentedManagerConformance(t *testing.T) {
+	t.Parallel()
+	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rs.Manager {
+		return metrics.Instrument(rs.NewInMemoryManager(opts...), metrics.WithRegisterer(prometheus.NewPedanticRegistry()))
+	})
 }

@@ -1,16 +1,18 @@
-package remotestorage
+package metrics
 
-// stuck_collector.go: the count of stuck work (see stuck.go) as Prometheus
-// gauges, computed on each scrape, so that operators can alert on it.
+// stuck_collector.go: the count of stuck work (remotestorage.CountStuckWork)
+// as Prometheus gauges, computed on each scrape, so that operators can alert
+// on it.
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/krabka/remotestorage/internal/db"
+	rs "github.com/krabka/remotestorage"
 )
 
 // StuckCollector is a prometheus.Collector of two gauges, computed on every
@@ -44,11 +46,11 @@ func newStuckPartitionsDesc(labels prometheus.Labels) *prometheus.Desc {
 }
 
 // NewStuckCollector returns a collector of the stuck work older than
-// olderThan (see StuckWork); register it where the application serves its
+// olderThan (see remotestorage.StuckWork); register it where the application serves its
 // metrics. A negative olderThan is an error.
 func NewStuckCollector(pool *pgxpool.Pool, olderThan time.Duration, opts ...StuckCollectorOption) (*StuckCollector, error) {
-	if err := checkOlderThan(olderThan); err != nil {
-		return nil, err
+	if olderThan < 0 {
+		return nil, fmt.Errorf("remotestorage/metrics: stuck collector: the threshold %s is negative; want 0 or more (0: everything in flight)", olderThan)
 	}
 	c := &StuckCollector{pool: pool, olderThan: olderThan, timeout: 5 * time.Second,
 		segments: newStuckSegmentsDesc(nil), parts: newStuckPartitionsDesc(nil)}
@@ -69,23 +71,22 @@ func (c *StuckCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *StuckCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rows, err := db.New().StuckCounts(ctx, c.pool, c.olderThan.Milliseconds())
+	rows, err := rs.CountStuckWork(ctx, c.pool, c.olderThan)
 	if err != nil {
-		err = ioError(ctx, err, "count the stuck work older than %s", c.olderThan)
 		ch <- prometheus.NewInvalidMetric(c.segments, err)
 		ch <- prometheus.NewInvalidMetric(c.parts, err)
 		return
 	}
 	counts := map[string]int64{}
 	for _, r := range rows {
-		counts[r.Kind+"/"+r.State] = r.Stuck
+		counts[string(r.Kind)+"/"+r.State] = r.Count
 	}
-	for _, st := range []RemoteLogSegmentState{CopySegmentStarted, DeleteSegmentStarted} {
+	for _, st := range []rs.RemoteLogSegmentState{rs.CopySegmentStarted, rs.DeleteSegmentStarted} {
 		ch <- prometheus.MustNewConstMetric(c.segments, prometheus.GaugeValue,
-			float64(counts[string(StuckSegment)+"/"+st.String()]), st.String())
+			float64(counts[string(rs.StuckSegment)+"/"+st.String()]), st.String())
 	}
-	for _, st := range []RemotePartitionDeleteState{DeletePartitionMarked, DeletePartitionStarted} {
+	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted} {
 		ch <- prometheus.MustNewConstMetric(c.parts, prometheus.GaugeValue,
-			float64(counts[string(StuckPartition)+"/"+st.String()]), st.String())
+			float64(counts[string(rs.StuckPartition)+"/"+st.String()]), st.String())
 	}
 }
