@@ -280,7 +280,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             }
             if (reachable.compareAndSet(true, false)) {
                 log.warn("remotestorage: rlmmd at {} cannot say whether {} is caught up; tiered storage pauses until it can: {}",
-                    config.target(), tp, e.getStatus());
+                    config.target(), tp, brief(e));
             }
             return false;
         }
@@ -306,7 +306,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         } catch (StatusRuntimeException e) {
             // isReady assigns them again: until then they are not ready.
             log.warn("remotestorage: rlmmd at {} did not take the assignment of {} leaders and {} followers; isReady will retry: {}",
-                config.target(), leaders.size(), followers.size(), e.getStatus());
+                config.target(), leaders.size(), followers.size(), brief(e));
         }
     }
 
@@ -319,7 +319,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             rlmmd().call(RlmmdClient.ON_STOP_PARTITIONS, b.build());
         } catch (StatusRuntimeException e) {
             log.warn("remotestorage: rlmmd at {} did not take the stop of {} partitions: {}",
-                config.target(), partitions.size(), e.getStatus());
+                config.target(), partitions.size(), brief(e));
         }
     }
 
@@ -338,6 +338,12 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             ch.shutdownNow();
             Thread.currentThread().interrupt();
         }
+    }
+
+    /** A status in one line: its code and description, without the cause's stack. */
+    static String brief(StatusRuntimeException e) {
+        Status st = e.getStatus();
+        return st.getCode() + (st.getDescription() == null ? "" : ": " + st.getDescription());
     }
 
     /** The ErrorDetail rlmmd put in a status, or an empty one. */
