@@ -47,6 +47,11 @@ type bundle struct {
 // its configuration, and a client connected to it.
 func startDaemon(t *testing.T, edit func(*config)) bundle {
 	t.Helper()
+	return startDaemonTB(t, edit)
+}
+
+func startDaemonTB(t testing.TB, edit func(*config)) bundle {
+	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
@@ -69,7 +74,7 @@ func startDaemon(t *testing.T, edit func(*config)) bundle {
 	return b
 }
 
-func dial(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
+func dial(t testing.TB, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
