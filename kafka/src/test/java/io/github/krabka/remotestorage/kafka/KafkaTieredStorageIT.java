@@ -432,5 +432,13 @@ class KafkaTieredStorageIT {
         admin.deleteTopics(List.of(TOPIC)).all().get();
         Fixture.await("nothing live left for the topic", () -> rows("state IN (0, 1, 2)").isEmpty());
         assertTrue(!rows("state = 3").isEmpty());
+        try (Connection c = DriverManager.getConnection("jdbc:" + dsn.replace("postgres://postgres@", "postgresql://") + "&user=postgres");
+             PreparedStatement st = c.prepareStatement("SELECT count(*) FROM rlmm_partitions WHERE topic = ? AND delete_state IS NOT NULL")) {
+            st.setString(1, TOPIC);
+            try (ResultSet rs = st.executeQuery()) {
+                rs.next();
+                assertEquals(0, rs.getInt(1), "Kafka 4.4 records no partition delete");
+            }
+        }
     }
 }
