@@ -182,3 +182,9 @@ kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and 
 	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
+
+.PHONY: kafka-bench
+kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throughput with this store against Kafka's topic-based default (~5 min).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test='RlmmdPluginIT#lookupLatency+KafkaCopyBench' -Dfailsafe.failIfNoSpecifiedTests=false
