@@ -59,11 +59,11 @@ $(SQLC):
 	mv $(BIN)/sqlc $(SQLC)
 
 .PHONY: generate
-generate: $(SQLC) ## Regenerate internal/db/ from queries/ and migrations/ with sqlc.
+generate: $(SQLC) generate-proto ## Regenerate internal/db/ (sqlc) and the gRPC code of proto/ (protoc).
 	$(SQLC) generate
 
 .PHONY: check-generated
-check-generated: $(SQLC) ## Fail when internal/db/ differs from what sqlc generates.
+check-generated: $(SQLC) check-generated-proto ## Fail when internal/db/ or proto/'s Go code differs from what sqlc and protoc generate.
 	$(SQLC) diff
 
 .PHONY: test-deps
@@ -91,7 +91,7 @@ psql: ## Open psql on DATABASE_URL (or the Docker database).
 	psql "$${DATABASE_URL:-postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable}"
 
 .PHONY: ci
-ci: lint check-generated test fuzz ## What .ci/run runs.
+ci: lint check-generated test fuzz kafka-e2e ## What .ci/run runs.
 
 .PHONY: bench
 bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments, then a fresh never-analyzed database (~11 min; BENCH_FLAGS=-segments=10000000 for 10M).
@@ -129,3 +129,77 @@ check-schema: pg-user ## Fail when schema.sql differs from what the migrations b
 	$(GO) test -count=1 -run '^TestSchemaSQLMatchesMigrations$$' ./internal/schemadump
 
 check-generated: check-schema
+
+# --- gRPC service (rlmmd) and Kafka plugin -----------------------------------
+# protoc comes from Maven Central (the same compiler the Kafka plugin's build
+# uses), the Go plugins from the Go module proxy; all pinned.
+PROTOC_VERSION := 4.36.2
+PROTOC := $(BIN)/protoc-$(PROTOC_VERSION)
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+PROTOC_GEN_GO_GRPC := $(BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
+PROTO_FILES := $(shell find proto -name '*.proto' | sort)
+MVN ?= mvn -B -q
+
+$(PROTOC):
+	@mkdir -p $(BIN)
+	$(MVN) dependency:copy -Dartifact=com.google.protobuf:protoc:$(PROTOC_VERSION):exe:linux-x86_64 -DoutputDirectory=$(BIN) -Dmdep.stripVersion=false
+	mv $(BIN)/protoc-$(PROTOC_VERSION)-linux-x86_64.exe $(PROTOC)
+	chmod +x $(PROTOC)
+
+$(PROTOC_GEN_GO):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	mv $(BIN)/protoc-gen-go $(PROTOC_GEN_GO)
+
+$(PROTOC_GEN_GO_GRPC):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	mv $(BIN)/protoc-gen-go-grpc $(PROTOC_GEN_GO_GRPC)
+
+# protoc-go OUT: the Go code of proto/ into OUT (paths relative to proto/).
+define protoc-go
+	$(PROTOC) -I proto \
+		--plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=$(1) --go_opt=paths=source_relative \
+		--plugin=protoc-gen-go-grpc=$(PROTOC_GEN_GO_GRPC) --go-grpc_out=$(1) --go-grpc_opt=paths=source_relative \
+		$(patsubst proto/%,%,$(PROTO_FILES))
+endef
+
+.PHONY: generate-proto
+generate-proto: $(PROTOC) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) # Regenerate proto/'s Go code.
+	$(call protoc-go,proto)
+
+.PHONY: check-generated-proto
+check-generated-proto: $(PROTOC) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) # Fail when proto/'s Go code is stale or hand-edited.
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(call protoc-go,$$tmp) && \
+	for f in $$(cd $$tmp && find . -name '*.go'); do \
+		cmp -s "$$tmp/$$f" "proto/$$f" || { echo "proto/$$f differs from what protoc generates: run make generate"; exit 1; }; \
+	done; \
+	for f in $$(cd proto && find . -name '*.pb.go'); do \
+		[ -f "$$tmp/$$f" ] || { echo "proto/$$f has no .proto: run make generate"; exit 1; }; \
+	done
+
+.PHONY: rlmmd
+rlmmd: ## Build rlmmd, the gRPC service (bin/rlmmd).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+
+KAFKA_JAR := kafka/target/remotestorage-kafka-0.1.0.jar
+
+.PHONY: kafka
+kafka: ## Build the Kafka plugin's shaded jar (kafka/target/remotestorage-kafka-0.1.0.jar); its tests run in kafka-e2e.
+	cd kafka && $(MVN) package
+
+.PHONY: kafka-e2e
+kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and a throwaway PostgreSQL, end to end (~6 min; Maven fetches Kafka).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
+
+.PHONY: kafka-bench
+kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throughput with this store against Kafka's topic-based default (~5 min).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test='RlmmdPluginIT#lookupLatency,KafkaCopyBench' -Dfailsafe.failIfNoSpecifiedTests=false

@@ -56,6 +56,16 @@ func (ca *CA) CertPEM() []byte { return ca.certPEM }
 // Issue returns a server certificate signed by the CA for hosts (IP
 // addresses or DNS names), and its private key, both PEM.
 func (ca *CA) Issue(hosts ...string) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(x509.ExtKeyUsageServerAuth, hosts)
+}
+
+// IssueClient returns a client certificate signed by the CA with common
+// name name, and its private key, both PEM: for mutual TLS.
+func (ca *CA) IssueClient(name string) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(x509.ExtKeyUsageClientAuth, []string{name})
+}
+
+func (ca *CA) issue(usage x509.ExtKeyUsage, hosts []string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgcluster: server key: %w", err)
@@ -66,7 +76,7 @@ func (ca *CA) Issue(hosts ...string) (certPEM, keyPEM []byte, err error) {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

@@ -1,0 +1,178 @@
+// Command rlmmd serves the remotestorage library's manager over gRPC
+// (proto/remotestorage/v1), so that a Kafka broker's RemoteLogMetadataManager
+// plugin (kafka/) keeps its tiered-storage metadata in PostgreSQL.
+//
+// One rlmmd per broker host, on loopback or a unix socket, is the usual
+// deployment: its cache then holds the partitions of that broker. One rlmmd
+// shared by a cluster also works; it must then listen with TLS. See
+// docs/KAFKA.md.
+//
+// It runs a PgManager with WithCache; a health check (grpc.health.v1) says
+// SERVING while the database answers; Prometheus metrics are served over
+// HTTP; SIGTERM or SIGINT stops it gracefully: in-flight calls finish, and
+// queued change notifications are sent, before it exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Defaults of the flags.
+const (
+	defaultListen          = "127.0.0.1:9190"
+	defaultMetricsListen   = "127.0.0.1:9191"
+	defaultShutdownTimeout = 30 * time.Second
+	defaultHealthInterval  = 5 * time.Second
+)
+
+const usageHeader = `rlmmd serves Kafka tiered-storage metadata (KIP-405) from PostgreSQL over gRPC.
+
+Usage: rlmmd [flags]
+
+The database is, in this order: --database-url; else DATABASE_URL; else the
+libpq environment variables PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
+PGSSLMODE, … (and ~/.pgpass). Passwords are never logged: the database is
+named by host, port, user and database only.
+
+Every flag can also be set by the environment variable named after it
+(RLMMD_ and the flag in upper case with _ for -, e.g. RLMMD_LISTEN); a flag
+given on the command line wins.
+
+rlmmd listens on loopback by default. A non-loopback --listen is refused
+unless --tls-cert and --tls-key are set; --tls-client-ca makes it mutual TLS
+(clients must present a certificate signed by that CA).
+
+Flags:
+`
+
+// config is everything rlmmd is told.
+type config struct {
+	listen          string // host:port, or unix:/path
+	databaseURL     string
+	databaseFrom    string // where databaseURL came from, for messages
+	tlsCert         string
+	tlsKey          string
+	tlsClientCA     string
+	metricsListen   string // "" turns the metrics endpoint off
+	shutdownTimeout time.Duration
+	healthInterval  time.Duration
+	maxConns        int
+	logLevel        slog.Level
+}
+
+// parseConfig reads flags, then fills what they left unset from the
+// environment (getenv). A bad value names the flag or variable it came from.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("rlmmd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHeader)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.listen, "listen", defaultListen, "gRPC address: host:port, or unix:/path/to/socket")
+	fs.StringVar(&cfg.databaseURL, "database-url", "", "PostgreSQL DSN (else DATABASE_URL, else the PG* variables)")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "PEM certificate of the gRPC server (turns TLS on, with --tls-key)")
+	fs.StringVar(&cfg.tlsKey, "tls-key", "", "PEM private key of the gRPC server")
+	fs.StringVar(&cfg.tlsClientCA, "tls-client-ca", "", "PEM CA that client certificates must be signed by (mutual TLS)")
+	fs.StringVar(&cfg.metricsListen, "metrics-listen", defaultMetricsListen, `Prometheus /metrics HTTP address ("" turns it off)`)
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful stop waits for in-flight calls before cutting them")
+	fs.DurationVar(&cfg.healthInterval, "health-interval", defaultHealthInterval, "how often the health check pings the database")
+	fs.IntVar(&cfg.maxConns, "db-max-conns", 0, "connections of the pool (0: pgx's default, max(4, CPUs))")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("rlmmd takes no arguments, got %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || f.Name == "database-url" {
+			return
+		}
+		name := "RLMMD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := lookup(getenv, name); ok {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return config{}, envErr
+	}
+	switch {
+	case cfg.databaseURL != "":
+		cfg.databaseFrom = "--database-url"
+	case getenv("DATABASE_URL") != "":
+		cfg.databaseURL, cfg.databaseFrom = getenv("DATABASE_URL"), "DATABASE_URL"
+	default:
+		cfg.databaseFrom = "the PG* environment variables"
+	}
+	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return config{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
+	}
+	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		return config{}, errors.New("--tls-cert and --tls-key go together: set both or neither")
+	}
+	if cfg.tlsClientCA != "" && cfg.tlsCert == "" {
+		return config{}, errors.New("--tls-client-ca needs --tls-cert and --tls-key: mutual TLS is TLS first")
+	}
+	if cfg.shutdownTimeout <= 0 {
+		return config{}, fmt.Errorf("--shutdown-timeout %s: must be positive", cfg.shutdownTimeout)
+	}
+	if cfg.healthInterval <= 0 {
+		return config{}, fmt.Errorf("--health-interval %s: must be positive", cfg.healthInterval)
+	}
+	if cfg.maxConns < 0 {
+		return config{}, fmt.Errorf("--db-max-conns %d: must be 0 or more", cfg.maxConns)
+	}
+	return cfg, nil
+}
+
+func lookup(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg, err := parseConfig(args, os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rlmmd:", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	srv, err := start(ctx, cfg, logger)
+	if err != nil {
+		logger.Error("rlmmd: cannot start", "err", err)
+		return 1
+	}
+	logger.Info("rlmmd: serving", "listen", srv.Addr(), "metrics", srv.MetricsAddr(), "database", srv.database, "pid", strconv.Itoa(os.Getpid()))
+	<-ctx.Done()
+	logger.Info("rlmmd: stopping", "shutdown_timeout", cfg.shutdownTimeout)
+	srv.Stop()
+	logger.Info("rlmmd: stopped")
+	return 0
+}

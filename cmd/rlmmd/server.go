@@ -1,0 +1,223 @@
+package main
+
+// server.go: the RemoteLogMetadataService, a thin adapter over the
+// library's manager. Every method converts the request, calls the manager
+// with the call's context (its deadline is the client's) and converts the
+// answer or the error.
+
+import (
+	"context"
+	"iter"
+
+	rs "github.com/krabka/remotestorage"
+	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
+)
+
+// store is what the service needs of the manager: the Manager, its
+// assignment hooks, and the lists as streams. InstrumentedManager over a
+// PgManager provides all of it.
+type store interface {
+	rs.Manager
+	rs.SegmentStreams
+	OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []rs.TopicIDPartition) error
+	OnStopPartitions(ctx context.Context, partitions []rs.TopicIDPartition) error
+}
+
+// listBatch is how many segments one ListSegmentsResponse carries: large
+// enough that the per-message cost vanishes, small enough that a message
+// stays far below gRPC's 4 MiB default limit (a segment is ~150 bytes
+// without custom metadata; custom metadata is at most 64 KiB by default).
+const listBatch = 256
+
+type service struct {
+	pb.UnimplementedRemoteLogMetadataServiceServer
+	m store
+}
+
+var _ pb.RemoteLogMetadataServiceServer = (*service)(nil)
+
+func (s *service) AddSegment(ctx context.Context, req *pb.AddSegmentRequest) (*pb.AddSegmentResponse, error) {
+	seg, err := segmentFrom(req.GetSegment())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_INVALID_ADD, err)
+	}
+	if err := s.m.AddRemoteLogSegmentMetadata(ctx, seg); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AddSegmentResponse{}, nil
+}
+
+func (s *service) UpdateSegment(ctx context.Context, req *pb.UpdateSegmentRequest) (*pb.UpdateSegmentResponse, error) {
+	u, err := updateFrom(req.GetUpdate())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	if err := s.m.UpdateRemoteLogSegmentMetadata(ctx, u); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.UpdateSegmentResponse{}, nil
+}
+
+func (s *service) PutPartitionDelete(ctx context.Context, req *pb.PutPartitionDeleteRequest) (*pb.PutPartitionDeleteResponse, error) {
+	d, err := partitionDeleteFrom(req.GetPartitionDelete())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	if err := s.m.PutRemotePartitionDeleteMetadata(ctx, d); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.PutPartitionDeleteResponse{}, nil
+}
+
+func (s *service) GetSegment(ctx context.Context, req *pb.GetSegmentRequest) (*pb.GetSegmentResponse, error) {
+	tp, err := tpFrom(req.GetTopicIdPartition())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	seg, found, err := s.m.RemoteLogSegmentMetadata(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetOffset())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.GetSegmentResponse{}
+	if found {
+		resp.Segment = segmentTo(seg)
+	}
+	return resp, nil
+}
+
+func (s *service) HighestOffsetForEpoch(ctx context.Context, req *pb.HighestOffsetForEpochRequest) (*pb.HighestOffsetForEpochResponse, error) {
+	tp, err := tpFrom(req.GetTopicIdPartition())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	off, found, err := s.m.HighestOffsetForEpoch(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.HighestOffsetForEpochResponse{Found: found, Offset: off}, nil
+}
+
+func (s *service) EpochEndOffset(ctx context.Context, req *pb.EpochEndOffsetRequest) (*pb.EpochEndOffsetResponse, error) {
+	tp, err := tpFrom(req.GetTopicIdPartition())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	off, found, err := s.m.EpochEndOffset(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.EpochEndOffsetResponse{Found: found, Offset: off}, nil
+}
+
+func (s *service) ListSegments(req *pb.ListSegmentsRequest, stream pb.RemoteLogMetadataService_ListSegmentsServer) error {
+	tp, err := tpFrom(req.GetTopicIdPartition())
+	if err != nil {
+		return invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	ctx := stream.Context()
+	var seq iter.Seq2[rs.RemoteLogSegmentMetadata, error]
+	if req.Epoch != nil {
+		seq = s.m.RemoteLogSegmentsByEpoch(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	} else {
+		seq = s.m.RemoteLogSegments(ctx, tp)
+	}
+	batch := make([]*pb.Segment, 0, listBatch)
+	for seg, err := range seq {
+		if err != nil {
+			return toStatus(err)
+		}
+		batch = append(batch, segmentTo(seg))
+		if len(batch) == listBatch {
+			if err := stream.Send(&pb.ListSegmentsResponse{Segments: batch}); err != nil {
+				return err
+			}
+			batch = make([]*pb.Segment, 0, listBatch)
+		}
+	}
+	if len(batch) > 0 {
+		return stream.Send(&pb.ListSegmentsResponse{Segments: batch})
+	}
+	return nil
+}
+
+func (s *service) RemoteLogSize(ctx context.Context, req *pb.RemoteLogSizeRequest) (*pb.RemoteLogSizeResponse, error) {
+	tp, err := tpFrom(req.GetTopicIdPartition())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	n, err := s.m.RemoteLogSize(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.RemoteLogSizeResponse{SizeBytes: n}, nil
+}
+
+func (s *service) NextSegmentWithTxnIndex(ctx context.Context, req *pb.NextSegmentWithTxnIndexRequest) (*pb.NextSegmentWithTxnIndexResponse, error) {
+	tp, err := tpFrom(req.GetTopicIdPartition())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	seg, found, err := s.m.NextSegmentWithTxnIndex(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetOffset())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.NextSegmentWithTxnIndexResponse{}
+	if found {
+		resp.Segment = segmentTo(seg)
+	}
+	return resp, nil
+}
+
+func (s *service) FirstSegmentForTimestamp(ctx context.Context, req *pb.FirstSegmentForTimestampRequest) (*pb.FirstSegmentForTimestampResponse, error) {
+	tp, err := tpFrom(req.GetTopicIdPartition())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	seg, found, err := s.m.FirstSegmentForTimestamp(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetTimestampMs(), req.GetStartingOffset())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.FirstSegmentForTimestampResponse{}
+	if found {
+		resp.Segment = segmentTo(seg)
+	}
+	return resp, nil
+}
+
+func (s *service) CaughtUp(ctx context.Context, req *pb.CaughtUpRequest) (*pb.CaughtUpResponse, error) {
+	tp, err := tpFrom(req.GetTopicIdPartition())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	ok, err := s.m.CaughtUp(ctx, tp)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.CaughtUpResponse{CaughtUp: ok}, nil
+}
+
+func (s *service) OnPartitionLeadershipChanges(ctx context.Context, req *pb.OnPartitionLeadershipChangesRequest) (*pb.OnPartitionLeadershipChangesResponse, error) {
+	leaders, err := tpsFrom(req.GetLeaders())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	followers, err := tpsFrom(req.GetFollowers())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	if err := s.m.OnPartitionLeadershipChanges(ctx, leaders, followers); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.OnPartitionLeadershipChangesResponse{}, nil
+}
+
+func (s *service) OnStopPartitions(ctx context.Context, req *pb.OnStopPartitionsRequest) (*pb.OnStopPartitionsResponse, error) {
+	parts, err := tpsFrom(req.GetPartitions())
+	if err != nil {
+		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
+	}
+	if err := s.m.OnStopPartitions(ctx, parts); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.OnStopPartitionsResponse{}, nil
+}

@@ -1,0 +1,384 @@
+package io.github.krabka.remotestorage.kafka;
+
+import com.google.protobuf.InvalidProtocolBufferException;
+import io.github.krabka.remotestorage.v1.AddSegmentRequest;
+import io.github.krabka.remotestorage.v1.CaughtUpRequest;
+import io.github.krabka.remotestorage.v1.EpochEndOffsetRequest;
+import io.github.krabka.remotestorage.v1.EpochEndOffsetResponse;
+import io.github.krabka.remotestorage.v1.ErrorDetail;
+import io.github.krabka.remotestorage.v1.ErrorKind;
+import io.github.krabka.remotestorage.v1.GetSegmentRequest;
+import io.github.krabka.remotestorage.v1.GetSegmentResponse;
+import io.github.krabka.remotestorage.v1.ListSegmentsRequest;
+import io.github.krabka.remotestorage.v1.ListSegmentsResponse;
+import io.github.krabka.remotestorage.v1.NextSegmentWithTxnIndexRequest;
+import io.github.krabka.remotestorage.v1.NextSegmentWithTxnIndexResponse;
+import io.github.krabka.remotestorage.v1.OnPartitionLeadershipChangesRequest;
+import io.github.krabka.remotestorage.v1.OnStopPartitionsRequest;
+import io.github.krabka.remotestorage.v1.PutPartitionDeleteRequest;
+import io.github.krabka.remotestorage.v1.RemoteLogSizeRequest;
+import io.github.krabka.remotestorage.v1.Segment;
+import io.github.krabka.remotestorage.v1.UpdateSegmentRequest;
+import io.grpc.ChannelCredentials;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.TlsChannelCredentials;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.protobuf.StatusProto;
+import java.io.File;
+import java.io.IOException;
+import java.util.Collections;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.server.log.remote.storage.RemoteLogMetadataManager;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
+import org.apache.kafka.server.log.remote.storage.RemotePartitionDeleteMetadata;
+import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
+import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A {@link RemoteLogMetadataManager} that keeps the metadata in PostgreSQL
+ * through rlmmd, the remotestorage gRPC service.
+ *
+ * <p>Broker properties:
+ * <pre>
+ * remote.log.storage.system.enable=true
+ * remote.log.metadata.manager.class.name=io.github.krabka.remotestorage.kafka.RlmmdRemoteLogMetadataManager
+ * remote.log.metadata.manager.class.path=/opt/remotestorage/remotestorage-kafka.jar
+ * rlmm.config.rlmmd.target=127.0.0.1:9190
+ * </pre>
+ *
+ * <p>Every call has a deadline ({@link RlmmdConfig#CALL_TIMEOUT_MS}). The
+ * channel connects on the first call, so broker start-up never waits for
+ * rlmmd. The writes are done when their future is returned (the broker
+ * waits on it at once). Failures become {@link RemoteStorageException};
+ * an update of a segment rlmmd does not know becomes
+ * {@link RemoteResourceNotFoundException}. {@link #isReady} is rlmmd's
+ * CaughtUp, and false while rlmmd or its database does not answer: the
+ * broker's copy, expiration and follower tasks then skip their run, and
+ * resume once it is back.
+ */
+public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
+    private static final Logger log = LoggerFactory.getLogger(RlmmdRemoteLogMetadataManager.class);
+
+    private volatile RlmmdConfig config;
+    private volatile ManagedChannel channel;
+    private volatile RlmmdClient client;
+
+    /** The partitions the broker assigned to this manager: true for a leader, false for a follower. */
+    private final Map<TopicIdPartition, Boolean> assigned = new ConcurrentHashMap<>();
+    /** Whether the last isReady call reached rlmmd; a change is logged once. */
+    private final AtomicBoolean reachable = new AtomicBoolean(true);
+
+    @Override
+    public void configure(Map<String, ?> configs) {
+        RlmmdConfig cfg = new RlmmdConfig(configs);
+        ChannelCredentials creds;
+        try {
+            if (cfg.tlsCaFile() == null) {
+                creds = InsecureChannelCredentials.create();
+            } else {
+                TlsChannelCredentials.Builder b = TlsChannelCredentials.newBuilder().trustManager(new File(cfg.tlsCaFile()));
+                if (cfg.tlsCertFile() != null) {
+                    b.keyManager(new File(cfg.tlsCertFile()), new File(cfg.tlsKeyFile()));
+                }
+                creds = b.build();
+            }
+        } catch (IOException | RuntimeException e) {
+            throw new ConfigException("rlmmd TLS files (" + RlmmdConfig.TLS_CA_FILE + ", " + RlmmdConfig.TLS_CERT_FILE
+                + ", " + RlmmdConfig.TLS_KEY_FILE + "): " + e.getMessage());
+        }
+        // Building the channel does not connect: the first call does.
+        ManagedChannel ch = NettyChannelBuilder.forTarget(cfg.target(), creds)
+            .keepAliveTime(30, TimeUnit.SECONDS)
+            .keepAliveWithoutCalls(true)
+            .build();
+        this.config = cfg;
+        this.channel = ch;
+        this.client = new RlmmdClient(ch, cfg.callTimeoutMs(), cfg.listTimeoutMs());
+        log.info("remotestorage: metadata in rlmmd at {} (call deadline {} ms)", cfg.target(), cfg.callTimeoutMs());
+    }
+
+    private RlmmdClient rlmmd() {
+        RlmmdClient c = client;
+        if (c == null) {
+            throw new IllegalStateException("RlmmdRemoteLogMetadataManager used before configure()");
+        }
+        return c;
+    }
+
+    @Override
+    public CompletableFuture<Void> addRemoteLogSegmentMetadata(RemoteLogSegmentMetadata m) throws RemoteStorageException {
+        try {
+            rlmmd().call(RlmmdClient.ADD_SEGMENT, AddSegmentRequest.newBuilder().setSegment(Convert.segment(m)).build());
+            return CompletableFuture.completedFuture(null);
+        } catch (StatusRuntimeException e) {
+            return CompletableFuture.failedFuture(error("add segment " + m.remoteLogSegmentId(), e));
+        }
+    }
+
+    @Override
+    public CompletableFuture<Void> updateRemoteLogSegmentMetadata(RemoteLogSegmentMetadataUpdate u) throws RemoteStorageException {
+        try {
+            rlmmd().call(RlmmdClient.UPDATE_SEGMENT, UpdateSegmentRequest.newBuilder().setUpdate(Convert.update(u)).build());
+            return CompletableFuture.completedFuture(null);
+        } catch (StatusRuntimeException e) {
+            return CompletableFuture.failedFuture(error("update segment " + u.remoteLogSegmentId() + " to " + u.state(), e));
+        }
+    }
+
+    @Override
+    public CompletableFuture<Void> putRemotePartitionDeleteMetadata(RemotePartitionDeleteMetadata d) throws RemoteStorageException {
+        try {
+            rlmmd().call(RlmmdClient.PUT_PARTITION_DELETE, PutPartitionDeleteRequest.newBuilder().setPartitionDelete(Convert.partitionDelete(d)).build());
+            return CompletableFuture.completedFuture(null);
+        } catch (StatusRuntimeException e) {
+            return CompletableFuture.failedFuture(error("partition " + d.topicIdPartition() + " to " + d.state(), e));
+        }
+    }
+
+    @Override
+    public Optional<RemoteLogSegmentMetadata> remoteLogSegmentMetadata(TopicIdPartition tp, int epochForOffset, long offset)
+        throws RemoteStorageException {
+        try {
+            GetSegmentResponse r = rlmmd().call(RlmmdClient.GET_SEGMENT, GetSegmentRequest.newBuilder()
+                .setTopicIdPartition(Convert.tp(tp)).setEpoch(epochForOffset).setOffset(offset).build());
+            return r.hasSegment() ? Optional.of(Convert.segment(r.getSegment())) : Optional.empty();
+        } catch (StatusRuntimeException e) {
+            throw error("segment of " + tp + " at epoch " + epochForOffset + " offset " + offset, e);
+        }
+    }
+
+    /**
+     * Kafka's meaning: the end of {@code leaderEpoch} inside the finished
+     * segments, which the copy task resumes after. rlmmd's EpochEndOffset,
+     * not its HighestOffsetForEpoch (the largest end offset of the segments
+     * carrying the epoch, which may reach into a later epoch).
+     */
+    @Override
+    public Optional<Long> highestOffsetForEpoch(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
+        try {
+            EpochEndOffsetResponse r = rlmmd().call(RlmmdClient.EPOCH_END_OFFSET, EpochEndOffsetRequest.newBuilder()
+                .setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build());
+            return r.getFound() ? Optional.of(r.getOffset()) : Optional.empty();
+        } catch (StatusRuntimeException e) {
+            throw error("highest offset of " + tp + " for epoch " + leaderEpoch, e);
+        }
+    }
+
+    @Override
+    public Iterator<RemoteLogSegmentMetadata> listRemoteLogSegments(TopicIdPartition tp) throws RemoteStorageException {
+        return list(ListSegmentsRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build(), "segments of " + tp);
+    }
+
+    @Override
+    public Iterator<RemoteLogSegmentMetadata> listRemoteLogSegments(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
+        return list(ListSegmentsRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build(),
+            "segments of " + tp + " for epoch " + leaderEpoch);
+    }
+
+    /**
+     * Streams the list. The first batch is read before returning, so that a
+     * failure to start is a RemoteStorageException; a failure after that
+     * surfaces from the iterator as a KafkaException caused by one.
+     */
+    private Iterator<RemoteLogSegmentMetadata> list(ListSegmentsRequest req, String what) throws RemoteStorageException {
+        Iterator<ListSegmentsResponse> batches;
+        Iterator<Segment> first;
+        try {
+            batches = rlmmd().list(req);
+            first = batches.hasNext() ? batches.next().getSegmentsList().iterator() : Collections.emptyIterator();
+        } catch (StatusRuntimeException e) {
+            throw error(what, e);
+        }
+        return new Iterator<>() {
+            private Iterator<Segment> batch = first;
+
+            @Override
+            public boolean hasNext() {
+                try {
+                    while (!batch.hasNext() && batches.hasNext()) {
+                        batch = batches.next().getSegmentsList().iterator();
+                    }
+                } catch (StatusRuntimeException e) {
+                    throw new KafkaException(error(what, e));
+                }
+                return batch.hasNext();
+            }
+
+            @Override
+            public RemoteLogSegmentMetadata next() {
+                if (!hasNext()) {
+                    throw new NoSuchElementException();
+                }
+                return Convert.segment(batch.next());
+            }
+        };
+    }
+
+    @Override
+    public long remoteLogSize(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
+        try {
+            return rlmmd().call(RlmmdClient.REMOTE_LOG_SIZE, RemoteLogSizeRequest.newBuilder()
+                .setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build()).getSizeBytes();
+        } catch (StatusRuntimeException e) {
+            throw error("remote log size of " + tp + " for epoch " + leaderEpoch, e);
+        }
+    }
+
+    @Override
+    public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(TopicIdPartition tp, int epoch, long offset)
+        throws RemoteStorageException {
+        try {
+            NextSegmentWithTxnIndexResponse r = rlmmd().call(RlmmdClient.NEXT_SEGMENT_WITH_TXN_INDEX, NextSegmentWithTxnIndexRequest.newBuilder()
+                .setTopicIdPartition(Convert.tp(tp)).setEpoch(epoch).setOffset(offset).build());
+            return r.hasSegment() ? Optional.of(Convert.segment(r.getSegment())) : Optional.empty();
+        } catch (StatusRuntimeException e) {
+            throw error("next segment with a transaction index of " + tp + " at epoch " + epoch + " offset " + offset, e);
+        }
+    }
+
+    /**
+     * rlmmd's CaughtUp; false when rlmmd or its database does not answer. A
+     * partition the broker assigned but rlmmd does not consume (rlmmd
+     * restarted since, or the assignment call failed) is assigned again here:
+     * rlmmd loads it, and a later call answers true.
+     */
+    @Override
+    public boolean isReady(TopicIdPartition tp) {
+        try {
+            boolean ready = rlmmd().call(RlmmdClient.CAUGHT_UP, CaughtUpRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build()).getCaughtUp();
+            if (reachable.compareAndSet(false, true)) {
+                log.info("remotestorage: rlmmd at {} answers again", config.target());
+            }
+            if (!ready) {
+                Boolean leader = assigned.get(tp);
+                if (leader != null) {
+                    sendAssignment(leader ? Set.of(tp) : Set.of(), leader ? Set.of() : Set.of(tp));
+                }
+            }
+            return ready;
+        } catch (StatusRuntimeException e) {
+            ErrorDetail d = detail(e);
+            if (d.getKind() == ErrorKind.ERROR_KIND_NOT_READY) {
+                return false; // loading the partition
+            }
+            if (reachable.compareAndSet(true, false)) {
+                log.warn("remotestorage: rlmmd at {} cannot say whether {} is caught up; tiered storage pauses until it can: {}",
+                    config.target(), tp, brief(e));
+            }
+            return false;
+        }
+    }
+
+    @Override
+    public void onPartitionLeadershipChanges(Set<TopicIdPartition> leaderPartitions, Set<TopicIdPartition> followerPartitions) {
+        for (TopicIdPartition tp : leaderPartitions) {
+            assigned.put(tp, true);
+        }
+        for (TopicIdPartition tp : followerPartitions) {
+            assigned.put(tp, false);
+        }
+        sendAssignment(leaderPartitions, followerPartitions);
+    }
+
+    private void sendAssignment(Set<TopicIdPartition> leaders, Set<TopicIdPartition> followers) {
+        OnPartitionLeadershipChangesRequest.Builder b = OnPartitionLeadershipChangesRequest.newBuilder();
+        leaders.forEach(tp -> b.addLeaders(Convert.tp(tp)));
+        followers.forEach(tp -> b.addFollowers(Convert.tp(tp)));
+        try {
+            rlmmd().call(RlmmdClient.ON_PARTITION_LEADERSHIP_CHANGES, b.build());
+        } catch (StatusRuntimeException e) {
+            // isReady assigns them again: until then they are not ready.
+            log.warn("remotestorage: rlmmd at {} did not take the assignment of {} leaders and {} followers; isReady will retry: {}",
+                config.target(), leaders.size(), followers.size(), brief(e));
+        }
+    }
+
+    @Override
+    public void onStopPartitions(Set<TopicIdPartition> partitions) {
+        partitions.forEach(assigned::remove);
+        OnStopPartitionsRequest.Builder b = OnStopPartitionsRequest.newBuilder();
+        partitions.forEach(tp -> b.addPartitions(Convert.tp(tp)));
+        try {
+            rlmmd().call(RlmmdClient.ON_STOP_PARTITIONS, b.build());
+        } catch (StatusRuntimeException e) {
+            log.warn("remotestorage: rlmmd at {} did not take the stop of {} partitions: {}",
+                config.target(), partitions.size(), brief(e));
+        }
+    }
+
+    @Override
+    public void close() throws IOException {
+        ManagedChannel ch = channel;
+        if (ch == null) {
+            return;
+        }
+        ch.shutdown();
+        try {
+            if (!ch.awaitTermination(config.callTimeoutMs(), TimeUnit.MILLISECONDS)) {
+                ch.shutdownNow();
+            }
+        } catch (InterruptedException e) {
+            ch.shutdownNow();
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** A status in one line: its code and description, without the cause's stack. */
+    static String brief(StatusRuntimeException e) {
+        Status st = e.getStatus();
+        return st.getCode() + (st.getDescription() == null ? "" : ": " + st.getDescription());
+    }
+
+    /** The ErrorDetail rlmmd put in a status, or an empty one. */
+    static ErrorDetail detail(StatusRuntimeException e) {
+        com.google.rpc.Status st = StatusProto.fromThrowable(e);
+        if (st != null) {
+            for (com.google.protobuf.Any any : st.getDetailsList()) {
+                if (any.is(ErrorDetail.class)) {
+                    try {
+                        return any.unpack(ErrorDetail.class);
+                    } catch (InvalidProtocolBufferException ignored) {
+                        // fall through: no usable detail
+                    }
+                }
+            }
+        }
+        return ErrorDetail.getDefaultInstance();
+    }
+
+    /**
+     * The exception for a failed call: RemoteResourceNotFoundException for
+     * an unknown segment, else RemoteStorageException. The message names the
+     * call, the status, the library's error and whether a failed write may
+     * still have been applied.
+     */
+    static RemoteStorageException error(String what, StatusRuntimeException e) {
+        ErrorDetail d = detail(e);
+        Status st = e.getStatus();
+        String msg = "rlmmd: " + what + ": " + st.getCode()
+            + (d.getKind() == ErrorKind.ERROR_KIND_UNSPECIFIED ? "" : " (" + d.getKind() + ")")
+            + (d.getOutcomeUnknown() ? " [outcome unknown: the write may have been applied]" : "")
+            + (st.getDescription() == null ? "" : ": " + st.getDescription());
+        if (d.getKind() == ErrorKind.ERROR_KIND_SEGMENT_NOT_FOUND || (st.getCode() == Status.Code.NOT_FOUND && d.getKind() == ErrorKind.ERROR_KIND_UNSPECIFIED)) {
+            return new RemoteResourceNotFoundException(msg, e);
+        }
+        return new RemoteStorageException(msg, e);
+    }
+}
