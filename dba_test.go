@@ -6,6 +6,7 @@ package remotestorage_test
 
 import (
 	"context"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -112,6 +113,17 @@ func seedDBAData(t *testing.T, pool *pgxpool.Pool) {
 	add(orders1, 0, E{0: 0}, fin)
 	add(payments, 0, E{0: 0}, fin)
 	add(audit, 0, E{0: 0}, fin)
+	// A legal segment of every offset there is, 0 to math.MaxInt64, and
+	// one inside it listed after it: no count or gap may overflow.
+	edge := tp("edge", 0)
+	for _, r := range [][2]int64{{0, math.MaxInt64}, {5, 10}} {
+		id := rs.RemoteLogSegmentID{TopicIDPartition: edge, ID: uuid.New()}
+		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadata{
+			SegmentID: id, StartOffset: r[0], EndOffset: r[1], MaxTimestampMs: now, EventTimestampMs: now,
+			SegmentSizeInBytes: math.MaxInt32, State: rs.CopySegmentStarted, SegmentLeaderEpochs: E{0: r[0]},
+		}))
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{SegmentID: id, State: fin, EventTimestampMs: now}))
+	}
 	put := func(tp rs.TopicIDPartition, states ...rs.RemotePartitionDeleteState) {
 		for _, st := range states {
 			require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
@@ -160,6 +172,19 @@ func TestDBAQueries(t *testing.T) {
 			Scan(&sizeBytes, &deleteState))
 		require.Zero(t, sizeBytes, "a deleted partition holds nothing")
 		require.Equal(t, "DELETE_PARTITION_FINISHED", deleteState)
+
+		// A count of 2^63 does not fit a bigint: NULL, not an error.
+		var edgeCount, edgeEpochCount *int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT s.offset_count, e.offset_count
+			FROM rlmm_segments_v s JOIN rlmm_segment_epochs_v e USING (topic_id, partition, segment_id)
+			WHERE s.topic = 'edge' AND s.end_offset = 9223372036854775807`).Scan(&edgeCount, &edgeEpochCount))
+		require.Nil(t, edgeCount)
+		require.Nil(t, edgeEpochCount)
+		require.NoError(t, pool.QueryRow(ctx, `SELECT s.offset_count, e.offset_count
+			FROM rlmm_segments_v s JOIN rlmm_segment_epochs_v e USING (topic_id, partition, segment_id)
+			WHERE s.topic = 'edge' AND s.end_offset = 10`).Scan(&edgeCount, &edgeEpochCount))
+		require.EqualValues(t, 6, *edgeCount)
+		require.EqualValues(t, 6, *edgeEpochCount)
 
 		var answers bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT bool_or(answers_lookups) FROM rlmm_segment_epochs_v WHERE topic = 'audit'`).Scan(&answers))
