@@ -254,14 +254,9 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if hook != nil {
 		hook(cp.tp, loaded)
 	}
-	// A loaded partition still at version 0 (nothing written yet) has no
-	// feed to follow: it reads everything again, as a reload.
-	reload := loaded && after == 0
-	if reload {
-		startReload()
-	}
+	reload := false
 	read, err := c.readChanges(ctx, cp.tp, after)
-	if err == nil && !reload && after > 0 &&
+	if err == nil && loaded &&
 		(read.generation != generation || read.partition.VanishedVersion > after || read.partition.Version < after) {
 		reload = true
 		startReload()
@@ -300,15 +295,23 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	p.pruneForgotten()
 	// Writes this manager made while the partition (re)loaded may be newer
 	// than the snapshot: keep them (put keeps the newest write of a
-	// segment), and catch up again for the versions in between. Those the
+	// segment), in version order, the version following those that come
+	// next to it, and catch up again for any versions in between. Those the
 	// snapshot covers are in it already, or were deleted since.
+	slices.SortFunc(cp.pending, func(a, b pendingWrite) int { return cmp.Compare(a.version, b.version) })
 	for _, w := range cp.pending {
-		if w.version > partition.Version {
-			w.write(p)
+		if w.version <= p.version {
+			continue
+		}
+		w.write(p)
+		if w.version == p.version+1 {
+			p.version = w.version
+		} else {
 			cp.refresh()
 		}
 	}
 	cp.pending = nil
+	p.pruneForgotten()
 	p.changed()
 	return nil
 }
