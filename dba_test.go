@@ -106,6 +106,19 @@ func TestDBAQueries(t *testing.T) {
 		require.Zero(t, sizeBytes, "a deleted partition holds nothing")
 		require.Equal(t, "DELETE_PARTITION_FINISHED", deleteState)
 
+		// A count of 2^63 does not fit a bigint: NULL, not an error.
+		var edgeCount, edgeEpochCount *int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT s.offset_count, e.offset_count
+			FROM rlmm_segments_v s JOIN rlmm_segment_epochs_v e USING (topic_id, partition, segment_id)
+			WHERE s.topic = 'edge' AND s.end_offset = 9223372036854775807`).Scan(&edgeCount, &edgeEpochCount))
+		require.Nil(t, edgeCount)
+		require.Nil(t, edgeEpochCount)
+		require.NoError(t, pool.QueryRow(ctx, `SELECT s.offset_count, e.offset_count
+			FROM rlmm_segments_v s JOIN rlmm_segment_epochs_v e USING (topic_id, partition, segment_id)
+			WHERE s.topic = 'edge' AND s.end_offset = 10`).Scan(&edgeCount, &edgeEpochCount))
+		require.EqualValues(t, 6, *edgeCount)
+		require.EqualValues(t, 6, *edgeEpochCount)
+
 		var answers bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT bool_or(answers_lookups) FROM rlmm_segment_epochs_v WHERE topic = 'audit'`).Scan(&answers))
 		require.False(t, answers, "a deleted partition answers no lookup")

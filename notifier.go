@@ -65,14 +65,18 @@ func (n *notifier) notify(tp TopicIDPartition, version int64) {
 }
 
 // close stops the sender once it has sent what is queued, or after a
-// second at most.
+// second at most. It may be called again, and concurrently: every call
+// returns once the sender, if one ever started, has stopped.
 func (n *notifier) close() {
 	n.mu.Lock()
 	started := n.started
 	n.started, n.closing = true, true // no sender starts after close
 	n.mu.Unlock()
 	if !started {
+		// No sender ever ran, and none will: done is this call's to close,
+		// so that a later close, which finds started set, returns too.
 		n.cancel()
+		close(n.done)
 		return
 	}
 	flush := time.AfterFunc(time.Second, n.cancel)

@@ -30,6 +30,13 @@ const notifyChannel = "rlmm_changes"
 // holds every write up to the partition's version and no gap. Notifications
 // only say when to do so; a lost or reordered one delays the cache, it never
 // corrupts it, and CaughtUp compares versions, not notifications.
+//
+// Rows that vanish leave nothing in that feed: a DBA's DELETE marks the
+// partition (its vanished_version, and a new version when a live segment
+// went), and a TRUNCATE, which restarts every version, bumps the data's
+// generation (rlmm_data_generation; migration 00010). A cache older than
+// the partition's vanished_version, loaded at another generation, or ahead
+// of the partition's version reloads the partition instead of catching up.
 type pgCache struct {
 	m *PgManager
 
@@ -51,11 +58,20 @@ type pgCache struct {
 
 // cachedPartition is one consumed partition. data is nil until loaded.
 type cachedPartition struct {
-	tp      TopicIDPartition
-	data    *memPartition
-	pending []func(p *memPartition) // this manager's writes made while loading
-	kick    chan struct{}           // capacity 1: a pending refresh
-	cancel  context.CancelFunc
+	tp         TopicIDPartition
+	data       *memPartition
+	generation int64          // the data's generation data was loaded at
+	reloading  bool           // a reload is reading: this manager's writes also go to pending
+	pending    []pendingWrite // this manager's writes made while loading or reloading
+	kick       chan struct{}  // capacity 1: a pending refresh
+	cancel     context.CancelFunc
+}
+
+// pendingWrite is a write this manager made at version while its partition
+// (re)loaded: applied after the load when the snapshot is older.
+type pendingWrite struct {
+	version int64
+	write   func(p *memPartition)
 }
 
 func newPgCache(m *PgManager) *pgCache {
@@ -131,7 +147,10 @@ func (c *pgCache) poll() error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, r := range rows {
-		if cp := c.partitions[partitionKey{topicID: uuid.UUID(r.TopicID), partition: r.Partition}]; cp != nil && cp.data != nil && cp.data.version < r.Version {
+		// A version other than the cached one: behind, or (ahead of the
+		// database) a reset the catch-up turns into a reload.
+		if cp := c.partitions[partitionKey{topicID: uuid.UUID(r.TopicID), partition: r.Partition}]; cp != nil && cp.data != nil &&
+			(cp.data.version != r.Version || cp.generation != r.Generation) {
 			cp.refresh()
 		}
 	}
@@ -215,10 +234,18 @@ func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
 }
 
 // catchUp reads the partition's changes after the cached version, in one
-// snapshot, and applies them.
+// snapshot, and applies them; or reloads the partition when rows vanished
+// that the change feed cannot show.
 func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
+	// While a reload reads, this manager's writes also queue in pending,
+	// for those the reload's snapshot may miss.
+	startReload := func() {
+		c.mu.Lock()
+		cp.reloading = true
+		c.mu.Unlock()
+	}
 	c.mu.RLock()
-	after := int64(0)
+	after, generation := int64(0), cp.generation
 	if cp.data != nil {
 		after = cp.data.version
 	}
@@ -227,9 +254,20 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if hook != nil {
 		hook(cp.tp, loaded)
 	}
-
+	reload := false
 	read, err := c.readChanges(ctx, cp.tp, after)
+	if err == nil && loaded &&
+		(read.generation != generation || read.partition.VanishedVersion > after || read.partition.Version < after) {
+		reload = true
+		startReload()
+		read, err = c.readChanges(ctx, cp.tp, 0)
+	}
 	if err != nil {
+		if reload {
+			c.mu.Lock()
+			cp.reloading, cp.pending = false, nil
+			c.mu.Unlock()
+		}
 		return err
 	}
 
@@ -238,8 +276,8 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if c.partitions[keyOf(cp.tp)] != cp {
 		return nil // stopped meanwhile
 	}
-	if cp.data == nil {
-		cp.data = newMemPartition()
+	if cp.data == nil || reload {
+		cp.data, cp.generation, cp.reloading = newMemPartition(), read.generation, false
 	}
 	p := cp.data
 	for _, r := range read.segments {
@@ -255,14 +293,25 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	}
 	p.version = max(p.version, partition.Version)
 	p.pruneForgotten()
-	// Writes this manager made while the partition loaded may be newer than
-	// the snapshot: keep them (put keeps the newest write of a segment),
-	// and catch up again for the versions in between.
-	for _, write := range cp.pending {
-		write(p)
-		cp.refresh()
+	// Writes this manager made while the partition (re)loaded may be newer
+	// than the snapshot: keep them (put keeps the newest write of a
+	// segment), in version order, the version following those that come
+	// next to it, and catch up again for any versions in between. Those the
+	// snapshot covers are in it already, or were deleted since.
+	slices.SortFunc(cp.pending, func(a, b pendingWrite) int { return cmp.Compare(a.version, b.version) })
+	for _, w := range cp.pending {
+		if w.version <= p.version {
+			continue
+		}
+		w.write(p)
+		if w.version == p.version+1 {
+			p.version = w.version
+		} else {
+			cp.refresh()
+		}
 	}
 	cp.pending = nil
+	p.pruneForgotten()
 	p.changed()
 	return nil
 }
@@ -271,9 +320,10 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 // partition row, the segments written after the cached version (a load:
 // the live ones), and the epoch ends raised after it.
 type changes struct {
-	partition db.RlmmPartition
-	segments  []db.RlmmSegment
-	epochEnds []db.EpochEndsChangedRow
+	partition  db.RlmmPartition
+	generation int64 // the data's (rlmm_data_generation)
+	segments   []db.RlmmSegment
+	epochEnds  []db.EpochEndsChangedRow
 }
 
 // readChanges reads the partition's changes after version after (0: a
@@ -289,7 +339,13 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 			return changes{}, err
 		}
 		if len(rows) > 0 {
-			read := changes{partition: db.RlmmPartition{Version: rows[0].PartitionVersion, DeleteState: rows[0].PartitionDeleteState}}
+			read := changes{
+				partition: db.RlmmPartition{
+					Version: rows[0].PartitionVersion, DeleteState: rows[0].PartitionDeleteState,
+					VanishedVersion: rows[0].PartitionVanishedVersion,
+				},
+				generation: rows[0].DataGeneration,
+			}
 			for _, r := range rows {
 				read.segments = append(read.segments, r.RlmmSegment)
 			}
@@ -312,6 +368,9 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 		read.partition, err = db.RlmmPartition{}, nil // never written to: version 0
 	}
 	if err != nil {
+		return changes{}, err
+	}
+	if read.generation, err = c.m.queries.DataGeneration(ctx, tx); err != nil {
 		return changes{}, err
 	}
 	if after == 0 {
@@ -378,9 +437,11 @@ func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memP
 	if cp == nil {
 		return // not consumed
 	}
-	if cp.data == nil {
-		cp.pending = append(cp.pending, write)
-		return
+	if cp.data == nil || cp.reloading {
+		cp.pending = append(cp.pending, pendingWrite{version: version, write: write})
+		if cp.data == nil {
+			return
+		}
 	}
 	p := cp.data
 	write(p)
@@ -388,7 +449,10 @@ func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memP
 	if p.version == version-1 {
 		p.version = version
 		p.pruneForgotten()
-	} else if p.version < version {
+	} else {
+		// Behind (versions in between), or at or past it: a catch-up raced
+		// this call, or the partition's versions restarted (a TRUNCATE),
+		// which the catch-up turns into a reload.
 		cp.refresh()
 	}
 }
@@ -475,8 +539,21 @@ func (c *pgCache) listenOnce(listening func()) error {
 		if err != nil {
 			return err
 		}
+		if c.dropNotifications.Load() {
+			continue
+		}
+		if strings.HasPrefix(n.Payload, resetNotificationPrefix) {
+			// The data's generation moved (a TRUNCATE): every partition
+			// checks, and reloads.
+			c.mu.RLock()
+			for _, cp := range c.partitions {
+				cp.refresh()
+			}
+			c.mu.RUnlock()
+			continue
+		}
 		key, version, ok := parseNotification(n.Payload)
-		if !ok || c.dropNotifications.Load() {
+		if !ok {
 			continue
 		}
 		c.mu.RLock()
@@ -486,6 +563,10 @@ func (c *pgCache) listenOnce(listening func()) error {
 		c.mu.RUnlock()
 	}
 }
+
+// resetNotificationPrefix starts the payload "reset/<generation>" that
+// migration 00010's triggers notify when the data's generation moves.
+const resetNotificationPrefix = "reset/"
 
 func parseNotification(payload string) (partitionKey, int64, bool) {
 	parts := strings.Split(payload, "/")
@@ -501,19 +582,20 @@ func parseNotification(payload string) (partitionKey, int64, bool) {
 	return partitionKey{topicID: topicID, partition: int32(partition)}, version, true
 }
 
-// cachedVersion returns the partition's cached version; loaded is false
-// while it loads, consumed false when the manager does not consume it.
-func (c *pgCache) cachedVersion(tp TopicIDPartition) (version int64, consumed, loaded bool) {
+// cachedVersion returns the partition's cached version and the data's
+// generation it was loaded at; loaded is false while it loads, consumed
+// false when the manager does not consume it.
+func (c *pgCache) cachedVersion(tp TopicIDPartition) (version, generation int64, consumed, loaded bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	cp := c.partitions[keyOf(tp)]
 	if cp == nil {
-		return 0, false, false
+		return 0, 0, false, false
 	}
 	if cp.data == nil {
-		return 0, true, false
+		return 0, 0, true, false
 	}
-	return cp.data.version, true, true
+	return cp.data.version, cp.generation, true, true
 }
 
 func (c *pgCache) kick(tp TopicIDPartition) {

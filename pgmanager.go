@@ -380,21 +380,23 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 // consume.
 func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
 	if m.cache != nil {
-		cached, consumed, loaded := m.cache.cachedVersion(tp)
+		cached, generation, consumed, loaded := m.cache.cachedVersion(tp)
 		switch {
 		case !consumed:
 			return false, nil
 		case !loaded:
 			return false, newError(ErrNotReady, "partition %s is still loading", tp)
 		}
-		primary, err := m.partitionVersion(ctx, m.pool, tp, "primary")
+		row, err := m.queries.PartitionCacheVersion(ctx, m.pool, db.PartitionCacheVersionParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 		if err != nil {
-			return false, err
+			return false, ioError(ctx, err, "read the version of %s on the primary", tp)
 		}
-		if cached >= primary {
+		// Ahead of the primary, or loaded at another generation of the
+		// data: the versions restarted (a TRUNCATE), and the cache reloads.
+		if cached == row.Version && generation == row.Generation {
 			return true, nil
 		}
-		m.cache.kick(tp) // a notification was missed or is in flight
+		m.cache.kick(tp) // a notification was missed or is in flight, or the data was reset
 		return false, nil
 	}
 	primary, err := m.partitionVersion(ctx, m.pool, tp, "primary")

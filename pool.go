@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +41,7 @@ const (
 func NewPool(ctx context.Context, dsn string, opts ...PoolOption) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("remotestorage: %w", err) // pgconn redacts the password
+		return nil, dsnError(dsn, err)
 	}
 	ConfigurePool(cfg, opts...)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -45,6 +49,69 @@ func NewPool(ctx context.Context, dsn string, opts ...PoolOption) (*pgxpool.Pool
 		return nil, fmt.Errorf("remotestorage: %w", err)
 	}
 	return pool, nil
+}
+
+// dsnError is the error of a DSN that does not parse, naming what is wrong
+// but not the DSN. pgconn's error quotes the DSN and masks only the password
+// spellings it recognises: "password = secret" (libpq allows spaces around
+// the '='), a quoted password with a space, an upper-case keyword or a tab
+// before the next keyword all kept the password in the message. Here the
+// DSN is never quoted, and what pgconn says about it (a value it could not
+// parse) is scrubbed of every password the DSN seems to hold.
+func dsnError(dsn string, err error) error {
+	detail := err.Error()
+	var pce *pgconn.ParseConfigError
+	if errors.As(err, &pce) {
+		hidden := *pce
+		hidden.ConnString = ""
+		detail = strings.TrimPrefix(hidden.Error(), "cannot parse ``: ")
+	}
+	for _, pw := range dsnPasswords(dsn) {
+		detail = strings.ReplaceAll(detail, pw, "xxxxx")
+	}
+	return fmt.Errorf("remotestorage: cannot parse the DSN (not shown: it may hold a password): %s", detail)
+}
+
+// dsnPasswordRes match the passwords of a DSN that may not parse: a
+// keyword/value password (or sslpassword) with or without spaces around
+// '=', quoted or not; a URL's userinfo password; a URL's password query
+// parameter, its key spelled with spaces or percent-encoded.
+var dsnPasswordRes = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)password\s*=\s*'((?:[^'\\]|\\.)*)'?`),
+	regexp.MustCompile(`(?i)password\s*=\s*([^\s'&#][^\s&#]*)`),
+	regexp.MustCompile(`(?i)password(?:%20|\+)*=([^&#]*)`),
+	regexp.MustCompile(`^postgres(?:ql)?://[^:/?#@]*:(.*)@`),
+	regexp.MustCompile(`^postgres(?:ql)?://[^:/?#@]*:([^@/?#]*)`),
+}
+
+// minScrubbedPassword is the shortest password scrubbed from an error's
+// text: replacing every "a" of a message because the password is "a" would
+// mangle it, and the DSN itself is never in the message anyway.
+const minScrubbedPassword = 4
+
+// dsnPasswords returns what may be passwords in dsn, raw and decoded,
+// longest first.
+func dsnPasswords(dsn string) []string {
+	var out []string
+	add := func(p string) {
+		if len(p) >= minScrubbedPassword {
+			out = append(out, p)
+		}
+	}
+	for _, re := range dsnPasswordRes {
+		for _, m := range re.FindAllStringSubmatch(dsn, -1) {
+			add(m[1])
+			add(strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(m[1]))
+			if d, err := url.PathUnescape(m[1]); err == nil {
+				add(d)
+			}
+			if d, err := url.QueryUnescape(m[1]); err == nil {
+				add(d)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
 }
 
 // ConfigurePool prepares a pool configuration for a database that restarts,

@@ -5,6 +5,27 @@
 -- The library creates these objects in the first schema of the connection's
 -- search_path; the dump was taken from a database where that is public.
 
+-- Name: rlmm_data_generation_bump(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_data_generation_bump() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    generation bigint;
+BEGIN
+    EXECUTE format('INSERT INTO %I.rlmm_data_generation AS g (id, generation) VALUES (1, 1)
+                    ON CONFLICT (id) DO UPDATE SET generation = g.generation + 1, changed_at = now()
+                    RETURNING g.generation', TG_TABLE_SCHEMA)
+        INTO generation;
+    PERFORM pg_notify('rlmm_changes', 'reset/' || generation);
+    RETURN NULL;
+END
+$$;
+
+-- Name: FUNCTION rlmm_data_generation_bump(); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_data_generation_bump() IS 'Trigger: a TRUNCATE of a metadata table, or a DELETE of partition rows or epoch ends, bumps rlmm_data_generation and notifies it, so that caches reload.';
+
 -- Name: rlmm_epoch_ends; Type: TABLE; Schema: public; Owner: -
 
 CREATE TABLE public.rlmm_epoch_ends (
@@ -134,7 +155,8 @@ CREATE TABLE public.rlmm_partitions (
     delete_broker_id integer,
     delete_event_timestamp_ms bigint,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    vanished_version bigint DEFAULT 0 NOT NULL
 )
 WITH (fillfactor='50');
 
@@ -181,6 +203,10 @@ COMMENT ON COLUMN public.rlmm_partitions.created_at IS 'When the row was created
 -- Name: COLUMN rlmm_partitions.updated_at; Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON COLUMN public.rlmm_partitions.updated_at IS 'When the partition was last written to.';
+
+-- Name: COLUMN rlmm_partitions.vanished_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.vanished_version IS 'Largest version at which segment rows of the partition were deleted (a DBA''s DELETE, rlmmctl purge --drop-ids): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.';
 
 -- Name: rlmm_partitions_valid(public.rlmm_partitions); Type: FUNCTION; Schema: public; Owner: -
 
@@ -621,6 +647,72 @@ $$;
 
 COMMENT ON FUNCTION public.rlmm_segments_valid(r public.rlmm_segments) IS 'The rules of a rlmm_segments row (constraint rlmm_segments_valid): raises check_violation naming the broken rule.';
 
+-- Name: rlmm_segments_vanished(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_segments_vanished() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $_$
+BEGIN
+    -- The partitions' rows are locked in key order; a live segment's
+    -- partition gets a new version, which the notification announces.
+    EXECUTE format($sql$
+        WITH gone AS (
+            SELECT v.topic_id, v.partition, max(v.last_version) AS last_version, bool_or(v.state <> 3) AS any_live
+            FROM rlmm_vanished_segments v
+            GROUP BY v.topic_id, v.partition
+        ), locked AS (
+            SELECT p.topic_id, p.partition, g.last_version, (g.any_live AND p.delete_state IS DISTINCT FROM 2) AS live
+            FROM %1$I.rlmm_partitions p
+            JOIN gone g ON g.topic_id = p.topic_id AND g.partition = p.partition
+            ORDER BY p.topic_id, p.partition
+            FOR NO KEY UPDATE OF p
+        ), marked AS (
+            UPDATE %1$I.rlmm_partitions p
+            SET version = CASE WHEN l.live THEN p.version + 1 ELSE p.version END,
+                vanished_version = CASE WHEN l.live THEN p.version + 1
+                                        ELSE greatest(p.vanished_version, l.last_version) END,
+                updated_at = CASE WHEN l.live THEN now() ELSE p.updated_at END
+            FROM locked l
+            WHERE p.topic_id = l.topic_id AND p.partition = l.partition
+            RETURNING p.topic_id, p.partition, p.version, l.live
+        )
+        SELECT pg_notify('rlmm_changes', m.topic_id::text || '/' || m.partition || '/' || m.version)
+        FROM marked m
+        WHERE m.live
+    $sql$, TG_TABLE_SCHEMA);
+    RETURN NULL;
+END
+$_$;
+
+-- Name: FUNCTION rlmm_segments_vanished(); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_segments_vanished() IS 'Trigger rlmm_segments_vanished: a DELETE of segment rows marks their partitions (rlmm_partitions.vanished_version; a live segment also bumps the version and notifies), so that caches reload them.';
+
+-- Name: rlmm_data_generation; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.rlmm_data_generation (
+    id smallint DEFAULT 1 NOT NULL,
+    generation bigint NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT rlmm_data_generation_one_row CHECK ((id = 1))
+);
+
+-- Name: TABLE rlmm_data_generation; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON TABLE public.rlmm_data_generation IS 'One row: the generation of the metadata, bumped by every TRUNCATE of rlmm_partitions, rlmm_segments or rlmm_epoch_ends and every DELETE of partition rows or epoch ends (versions restart or move back, which the change feed cannot tell). A cache loaded at another generation reloads.';
+
+-- Name: COLUMN rlmm_data_generation.id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_data_generation.id IS 'Always 1: the table has one row.';
+
+-- Name: COLUMN rlmm_data_generation.generation; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_data_generation.generation IS 'Bumped by each TRUNCATE or DELETE that a cache must reload after.';
+
+-- Name: COLUMN rlmm_data_generation.changed_at; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_data_generation.changed_at IS 'When the generation was last bumped.';
+
 -- Name: rlmm_partition_delete_states; Type: TABLE; Schema: public; Owner: -
 
 CREATE TABLE public.rlmm_partition_delete_states (
@@ -807,7 +899,10 @@ CREATE VIEW public.rlmm_segment_epochs_v AS
     e.epoch,
     e.first_offset,
     e.last_offset,
-    ((e.last_offset - e.first_offset) + 1) AS offset_count,
+        CASE
+            WHEN ((e.last_offset - e.first_offset) < '9223372036854775807'::bigint) THEN ((e.last_offset - e.first_offset) + 1)
+            ELSE NULL::bigint
+        END AS offset_count,
     e.segment_id,
     st.name AS state,
     ((e.state = 1) AND (p.delete_state IS DISTINCT FROM 2)) AS answers_lookups,
@@ -845,7 +940,7 @@ COMMENT ON COLUMN public.rlmm_segment_epochs_v.last_offset IS 'Last offset of th
 
 -- Name: COLUMN rlmm_segment_epochs_v.offset_count; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON COLUMN public.rlmm_segment_epochs_v.offset_count IS 'Number of offsets of the epoch inside the segment.';
+COMMENT ON COLUMN public.rlmm_segment_epochs_v.offset_count IS 'Number of offsets of the epoch inside the segment; NULL for a range of every offset 0 to 9223372036854775807, whose count (2^63) a bigint cannot hold.';
 
 -- Name: COLUMN rlmm_segment_epochs_v.segment_id; Type: COMMENT; Schema: public; Owner: -
 
@@ -904,7 +999,10 @@ CREATE VIEW public.rlmm_segments_v AS
     ((s.state = 3) OR (NOT (p.delete_state IS DISTINCT FROM 2))) AS forgotten,
     s.start_offset,
     s.end_offset,
-    ((s.end_offset - s.start_offset) + 1) AS offset_count,
+        CASE
+            WHEN ((s.end_offset - s.start_offset) < '9223372036854775807'::bigint) THEN ((s.end_offset - s.start_offset) + 1)
+            ELSE NULL::bigint
+        END AS offset_count,
     ( SELECT string_agg(((u.epoch || ':'::text) || u.start_offset), ', '::text ORDER BY u.epoch) AS string_agg
            FROM UNNEST(s.epochs, s.epoch_start_offsets) u(epoch, start_offset)) AS epochs,
     pg_size_pretty((s.segment_size_bytes)::bigint) AS size,
@@ -958,7 +1056,7 @@ COMMENT ON COLUMN public.rlmm_segments_v.end_offset IS 'Last offset in the segme
 
 -- Name: COLUMN rlmm_segments_v.offset_count; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON COLUMN public.rlmm_segments_v.offset_count IS 'Number of offsets the segment spans: end_offset - start_offset + 1.';
+COMMENT ON COLUMN public.rlmm_segments_v.offset_count IS 'Number of offsets the segment spans: end_offset - start_offset + 1; NULL for a segment of every offset 0 to 9223372036854775807, whose count (2^63) a bigint cannot hold.';
 
 -- Name: COLUMN rlmm_segments_v.epochs; Type: COMMENT; Schema: public; Owner: -
 
@@ -1112,6 +1210,11 @@ COMMENT ON COLUMN public.rlmm_stuck_v.topic_id IS 'Topic id (UUID).';
 
 COMMENT ON COLUMN public.rlmm_stuck_v.state_code IS 'State code, as stored (rlmm_segment_states or rlmm_partition_delete_states, by kind).';
 
+-- Name: rlmm_data_generation rlmm_data_generation_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+
+ALTER TABLE ONLY public.rlmm_data_generation
+    ADD CONSTRAINT rlmm_data_generation_pkey PRIMARY KEY (id);
+
 -- Name: rlmm_epoch_ends rlmm_epoch_ends_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.rlmm_epoch_ends
@@ -1239,9 +1342,25 @@ CREATE INDEX rlmm_segments_list_idx ON public.rlmm_segments USING btree (topic_i
 
 CREATE UNIQUE INDEX rlmm_segments_segment_id_key ON public.rlmm_segments USING btree (segment_id);
 
+-- Name: rlmm_epoch_ends rlmm_epoch_ends_deleted; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_epoch_ends_deleted AFTER DELETE ON public.rlmm_epoch_ends FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
+
+-- Name: rlmm_epoch_ends rlmm_epoch_ends_truncated; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_epoch_ends_truncated AFTER TRUNCATE ON public.rlmm_epoch_ends FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
+
 -- Name: rlmm_partitions rlmm_partitions_delete_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
 CREATE TRIGGER rlmm_partitions_delete_state_guard BEFORE UPDATE OF delete_state ON public.rlmm_partitions FOR EACH ROW WHEN ((old.delete_state IS DISTINCT FROM new.delete_state)) EXECUTE FUNCTION public.rlmm_partitions_delete_state_guard();
+
+-- Name: rlmm_partitions rlmm_partitions_deleted; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_partitions_deleted AFTER DELETE ON public.rlmm_partitions FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
+
+-- Name: rlmm_partitions rlmm_partitions_truncated; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_partitions_truncated AFTER TRUNCATE ON public.rlmm_partitions FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
 
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
@@ -1258,6 +1377,14 @@ CREATE TRIGGER rlmm_segments_state_guard BEFORE UPDATE OF state ON public.rlmm_s
 -- Name: rlmm_segments rlmm_segments_truncate_epochs; Type: TRIGGER; Schema: public; Owner: -
 
 CREATE TRIGGER rlmm_segments_truncate_epochs AFTER TRUNCATE ON public.rlmm_segments FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_segments_truncate_epochs();
+
+-- Name: rlmm_segments rlmm_segments_truncated; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_segments_truncated AFTER TRUNCATE ON public.rlmm_segments FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
+
+-- Name: rlmm_segments rlmm_segments_vanished; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_segments_vanished AFTER DELETE ON public.rlmm_segments REFERENCING OLD TABLE AS rlmm_vanished_segments FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_segments_vanished();
 
 -- Name: rlmm_epoch_ends rlmm_epoch_ends_partition_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 

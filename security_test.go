@@ -152,14 +152,29 @@ func TestDSNPasswordNeverInErrors(t *testing.T) {
 	const pw = "Pa55-w0rd-s3cr3t"
 	var errs []error
 
-	// Unparsable DSNs.
+	// Unparsable DSNs, in every spelling of the password libpq accepts:
+	// spaces or tabs around '=', quoted (with a space inside), an upper-case
+	// keyword, a URL's userinfo or query, the TLS key's password.
 	for _, dsn := range []string{
 		"postgres://rlmm:" + pw + "@127.0.0.1:notaport/rlmm",
 		"host=127.0.0.1 port=notaport user=rlmm password=" + pw,
 		"postgres://rlmm:" + pw + "@127.0.0.1:5432/rlmm?sslmode=nonsense",
+		"host=127.0.0.1 port=notaport user=rlmm password = " + pw,
+		"host=127.0.0.1 port=notaport user=rlmm password =" + pw,
+		"host=127.0.0.1 port=notaport user=rlmm password= " + pw,
+		"host=127.0.0.1 user=rlmm\tpassword\t=\t" + pw + " sslmode=nonsense",
+		"host=127.0.0.1 port=notaport user=rlmm password = '" + pw + " x'",
+		"host=127.0.0.1 port=notaport user=rlmm PASSWORD=" + pw,
+		"host=127.0.0.1 sslmode=nonsense sslpassword = " + pw,
+		"host=127.0.0.1 port=notaport password=" + pw + "\tsslmode=require",
+		"host=127.0.0.1 user=rlmm password='" + pw,
+		"postgres://rlmm@127.0.0.1/rlmm?password=" + pw + "&port=notaport",
+		"postgres://rlmm@127.0.0.1/rlmm?password%20=" + pw + "&port=notaport",
+		"postgres://rlmm:" + pw + "/x@127.0.0.1:notaport/rlmm",
 	} {
 		_, err := rs.NewPool(ctx, dsn)
-		require.Error(t, err)
+		require.Error(t, err, dsn)
+		require.NotContains(t, err.Error(), pw, "the error of NewPool(%q)", dsn)
 		errs = append(errs, err)
 		_, err = pgxpool.ParseConfig(dsn)
 		require.Error(t, err)

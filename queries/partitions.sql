@@ -5,6 +5,21 @@ SELECT coalesce(
      WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer),
     0)::bigint AS version;
 
+-- name: PartitionCacheVersion :one
+-- PartitionVersion with the data's generation (rlmm_data_generation), for
+-- CaughtUp of a cached partition: a cache loaded at another generation is
+-- not caught up, whatever the versions say.
+SELECT coalesce(
+    (SELECT p.version FROM rlmm_partitions p
+     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer),
+    0)::bigint AS version,
+    (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation;
+
+-- name: DataGeneration :one
+-- The data's generation: bumped by every TRUNCATE, and every DELETE of
+-- partition rows or epoch ends (migration 00010). 0: the row is gone.
+SELECT coalesce(max(g.generation), 0)::bigint AS generation FROM rlmm_data_generation g;
+
 -- name: PartitionGet :one
 SELECT * FROM rlmm_partitions
 WHERE topic_id = @topic_id::uuid AND partition = @partition::integer;
@@ -41,13 +56,15 @@ RETURNING p.version;
 
 -- name: PartitionVersions :many
 -- The committed versions of several partitions (0: never written to), for
--- the caches' periodic version poll: one primary-key probe per partition
+-- the caches' periodic version poll, with the data's generation
+-- (rlmm_data_generation, read once): one primary-key probe per partition
 -- (LATERAL … LIMIT 1, whatever the statistics say). The topic ids come as
 -- text: behind PgBouncer the DSN sets default_query_exec_mode=exec, where
 -- pgx encodes parameters without knowing their types, and it has no text
 -- encoding for a slice of uuid.UUID.
 SELECT ((@topic_ids::text[])[i])::uuid AS topic_id, (@partitions::integer[])[i]::integer AS partition,
-    coalesce(v.version, 0)::bigint AS version
+    coalesce(v.version, 0)::bigint AS version,
+    (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
 FROM generate_subscripts(@topic_ids::text[], 1) AS i
 LEFT JOIN LATERAL (
     SELECT p.version FROM rlmm_partitions p
@@ -62,11 +79,14 @@ LEFT JOIN LATERAL (
 -- version and delete state and the epoch ends raised after @after_version
 -- repeated on every row (a catch-up brings a few rows). No row: no segment
 -- changed; the cache then reads the three in one transaction, since the
--- partition row may have moved alone (a partition delete).
+-- partition row may have moved alone (a partition delete). The partition's
+-- vanished_version and the data's generation tell the cache when rows
+-- vanished that the feed cannot show (a DBA's DELETE or TRUNCATE).
 WITH head AS MATERIALIZED (
     -- Read once, whatever the join order: the partition row by its key and
     -- its raised epoch ends by the primary key's prefix.
-    SELECT p.version, p.delete_state, ee.epochs, ee.end_offsets
+    SELECT p.version, p.delete_state, p.vanished_version, ee.epochs, ee.end_offsets,
+        (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
     FROM rlmm_partitions p
     CROSS JOIN LATERAL (
         SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}')::integer[] AS epochs,
@@ -78,6 +98,7 @@ WITH head AS MATERIALIZED (
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
 )
 SELECT sqlc.embed(s), head.version AS partition_version, head.delete_state AS partition_delete_state,
+    head.vanished_version AS partition_vanished_version, head.generation AS data_generation,
     head.epochs AS end_epochs, head.end_offsets AS end_offsets
 FROM head
 JOIN rlmm_segments s ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -66,7 +68,7 @@ const connectTimeout = 10 * time.Second
 func openPool(ctx context.Context, src dbSource, scrub *scrubber, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(src.dsn)
 	if err != nil {
-		return nil, fmt.Errorf("the database from %s: %w", src.from, err)
+		return nil, fmt.Errorf("the database from %s: %s", src.from, parseErrorWithoutDSN(err))
 	}
 	// The password may also come from PGPASSWORD or ~/.pgpass: learn it
 	// whatever its origin.
@@ -88,20 +90,36 @@ func openPool(ctx context.Context, src dbSource, scrub *scrubber, maxConns int32
 	return pool, nil
 }
 
+// parseErrorWithoutDSN is what pgconn says of a DSN it cannot parse, without
+// the DSN: pgconn quotes it, masking only the password spellings it knows
+// (not "password = x", nor a quoted one with a space, nor sslpassword with
+// spaces). The scrubber stays the second line of defence.
+func parseErrorWithoutDSN(err error) string {
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return err.Error()
+	}
+	hidden := *pce
+	hidden.ConnString = ""
+	return "cannot parse the DSN (not shown: it may hold a password): " + strings.TrimPrefix(hidden.Error(), "cannot parse ``: ")
+}
+
 // describeTarget names a database without its password.
 func describeTarget(cfg *pgxpool.Config) string {
 	c := cfg.ConnConfig
 	return fmt.Sprintf("host=%s port=%d user=%s database=%s", c.Host, c.Port, c.User, c.Database)
 }
 
-// kvPasswordRe matches password=… in a keyword/value DSN, quoted or not.
-var kvPasswordRe = regexp.MustCompile(`(?i)\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
+// kvPasswordRe matches password=… (or the TLS key's sslpassword=…) in a
+// keyword/value DSN, quoted or not, with or without spaces around '='.
+var kvPasswordRe = regexp.MustCompile(`(?i)\b((?:ssl)?password)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
 
 // kvPasswordRemoveRe is kvPasswordRe with the whitespace before it.
-var kvPasswordRemoveRe = regexp.MustCompile(`(?i)\s*\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
+var kvPasswordRemoveRe = regexp.MustCompile(`(?i)\s*\b(?:ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
 
-// urlPasswordParamRe matches a password query parameter of a URL DSN.
-var urlPasswordParamRe = regexp.MustCompile(`(?i)([?&])password=([^&#]*)`)
+// urlPasswordParamRe matches a password (or sslpassword) query parameter
+// of a URL DSN.
+var urlPasswordParamRe = regexp.MustCompile(`(?i)([?&])((?:ssl)?password)=([^&#]*)`)
 
 // isURLDSN reports whether dsn is in URL form rather than keyword/value form.
 func isURLDSN(dsn string) bool {
@@ -149,7 +167,7 @@ func redactDSN(dsn, replacement string) string {
 		if replacement == "" {
 			return strings.TrimSpace(kvPasswordRemoveRe.ReplaceAllString(dsn, ""))
 		}
-		return kvPasswordRe.ReplaceAllString(dsn, "password="+replacement)
+		return kvPasswordRe.ReplaceAllString(dsn, "${1}="+replacement)
 	}
 	if start, end, ok := urlPasswordSpan(dsn); ok {
 		if replacement == "" {
@@ -159,7 +177,7 @@ func redactDSN(dsn, replacement string) string {
 		}
 	}
 	if replacement != "" {
-		return urlPasswordParamRe.ReplaceAllString(dsn, "${1}password="+replacement)
+		return urlPasswordParamRe.ReplaceAllString(dsn, "${1}${2}="+replacement)
 	}
 	dsn = urlPasswordParamRe.ReplaceAllString(dsn, "$1")
 	// Tidy what removing a parameter leaves: "?&", "&&", a trailing "?" or "&".
@@ -175,11 +193,11 @@ func passwordsIn(dsn string) []string {
 			raw = append(raw, dsn[start:end])
 		}
 		for _, m := range urlPasswordParamRe.FindAllStringSubmatch(dsn, -1) {
-			raw = append(raw, m[2])
+			raw = append(raw, m[3])
 		}
 	} else {
 		for _, m := range kvPasswordRe.FindAllStringSubmatch(dsn, -1) {
-			p := m[1]
+			p := m[2]
 			if len(p) >= 2 && p[0] == '\'' {
 				p = strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(p[1 : len(p)-1])
 			}

@@ -97,6 +97,9 @@ func TestPasswordNeverPrinted(t *testing.T) {
 		{"flag URL, encoded password", nil, []string{"--database-url", "postgres://postgres:s3cret%40pw@127.0.0.1:1/rlmm?connect_timeout=5"}},
 		{"flag URL, unparsable port", nil, []string{"--database-url=postgres://postgres:" + pw + "@127.0.0.1:notaport/rlmm"}},
 		{"flag keyword/value", nil, []string{"--database-url", "host=127.0.0.1 port=1 user=postgres password=" + pw + " dbname=rlmm connect_timeout=5"}},
+		{"flag keyword/value, spaces around =, unparsable port", nil, []string{"--database-url", "host=127.0.0.1 port=notaport user=postgres password = " + pw}},
+		{"flag keyword/value, tabs, quoted", nil, []string{"--database-url", "host=127.0.0.1 port=notaport user=postgres\tpassword\t=\t'" + pw + "'"}},
+		{"flag keyword/value, TLS key password", nil, []string{"--database-url", "host=127.0.0.1 port=1 sslmode=nonsense sslpassword = " + pw}},
 		{"DATABASE_URL", []string{"DATABASE_URL=" + closed}, nil},
 		{"PGPASSWORD", []string{"PGHOST=127.0.0.1", "PGPORT=1", "PGUSER=postgres", "PGPASSWORD=" + pw, "PGCONNECT_TIMEOUT=5"}, nil},
 	}

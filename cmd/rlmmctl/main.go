@@ -99,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		a.stdoutIsTerminal = term.IsTerminal(int(f.Fd()))
 	}
 	root := a.rootCommand()
-	root.SetArgs(args)
+	root.SetArgs(dashPositionals(root, args)) // topic ids that start with '-'
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 

@@ -78,8 +78,8 @@ type plotStats struct {
 	Runs      int // summary runs
 	InRuns    int // segments inside runs
 	Lanes     int
-	Misses    int   // offset ranges where lookups miss
-	MissCount int64 // offsets in them
+	Misses    int    // offset ranges where lookups miss
+	MissCount uint64 // offsets in them (up to 2^63: every offset)
 	Bytes     int
 }
 
@@ -107,7 +107,10 @@ func lookupMisses(segs []plotSegment) []interval {
 		if f.first > next {
 			out = append(out, interval{next, f.first - 1})
 		}
-		if f.last+1 > next {
+		if f.last >= next {
+			if f.last == math.MaxInt64 {
+				return out // covered to the last offset there is: next would overflow
+			}
 			next = f.last + 1
 		}
 	}
@@ -180,7 +183,7 @@ func stateShort(st remotestorage.RemoteLogSegmentState) string {
 }
 
 // commas formats 1234567 as 1,234,567.
-func commas(n int64) string {
+func commas[N int64 | uint64](n N) string {
 	s := fmt.Sprint(n)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
@@ -224,8 +227,11 @@ func renderPlot(w io.Writer, title string, segs []plotSegment) (plotStats, error
 			lo, hi = min(lo, s.Start), max(hi, s.End)
 		}
 	}
-	span := float64(hi - lo + 1)
+	// Positions in float64: a segment may end at math.MaxInt64, where
+	// hi - lo + 1 and End + 1 overflow.
+	span := float64(hi-lo) + 1
 	x := func(off int64) float64 { return plotLeft + float64(off-lo)/span*inner }
+	xAfter := func(last int64) float64 { return plotLeft + (float64(last-lo)+1)/span*inner } // x(last + 1)
 	lanes := assignLanes(segs)
 	nLanes := 1
 	for _, l := range lanes {
@@ -257,7 +263,7 @@ func renderPlot(w io.Writer, title string, segs []plotSegment) (plotStats, error
 	misses := lookupMisses(segs)
 	st.Misses = len(misses)
 	for _, m := range misses {
-		st.MissCount += m.last - m.first + 1
+		st.MissCount += uint64(m.last-m.first) + 1
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="16" font-weight="bold">%s</text>
 <text x="%d" y="42" fill="#444">%s segments, offsets %s–%s, %d leader epochs; %d offset ranges (%s offsets) where lookups miss</text>
@@ -310,7 +316,7 @@ func renderPlot(w io.Writer, title string, segs []plotSegment) (plotStats, error
 	for _, i := range order {
 		s := segs[i]
 		lane := lanes[i]
-		x0, x1 := x(s.Start), x(s.End+1)
+		x0, x1 := x(s.Start), xAfter(s.End)
 		first, last := s.Epochs[0].Epoch, s.Epochs[len(s.Epochs)-1].Epoch
 		if x1-x0 < minBarPx {
 			if cur != nil && cur.lane == lane && cur.state == s.State && cur.colour == first && x0-cur.x1 < 1 {
@@ -333,7 +339,7 @@ func renderPlot(w io.Writer, title string, segs []plotSegment) (plotStats, error
 		fmt.Fprintf(&b, `<g class="segment" data-id="%s" data-start="%d" data-end="%d" data-state="%s" data-lane="%d"><title>%s: offsets %s–%s, %s; %s</title>
 `, s.ID, s.Start, s.End, s.State, lane, s.ID, commas(s.Start), commas(s.End), stateShort(s.State), strings.Join(epochText, ", "))
 		for _, e := range s.Epochs {
-			ex0, ex1 := x(e.FirstOffset), x(e.LastOffset+1)
+			ex0, ex1 := x(e.FirstOffset), xAfter(e.LastOffset)
 			fmt.Fprintf(&b, `<rect class="epoch" data-epoch="%d" x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" fill-opacity="%s"/>
 `, e.Epoch, ex0, y, ex1-ex0, laneHeight, epochColour(e.Epoch), op)
 		}
@@ -368,7 +374,7 @@ func renderPlot(w io.Writer, title string, segs []plotSegment) (plotStats, error
 	}
 	var marks []mark
 	for _, m := range misses {
-		x0, x1 := x(m.first), x(m.last+1)
+		x0, x1 := x(m.first), xAfter(m.last)
 		if k := len(marks) - 1; k >= 0 && x0-marks[k].x1 < 1 {
 			marks[k].x1, marks[k].n, marks[k].last = x1, marks[k].n+1, m.last
 			continue
@@ -420,11 +426,23 @@ func renderPlot(w io.Writer, title string, segs []plotSegment) (plotStats, error
 	// The offset axis.
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#222"/>
 `, plotLeft, axisY, plotWidth-plotRight, axisY)
-	step := niceStep(hi-lo+1, 8)
-	for t := (lo + step - 1) / step * step; t <= hi+1 && step > 0; t += step {
+	step := niceStep(span, 8)
+	// Ticks at the multiples of step from lo up to hi + 1, the axis' end
+	// (written t - 1 <= hi), none past math.MaxInt64.
+	first := lo
+	if r := lo % step; r != 0 {
+		first = lo - r + step
+		if lo-r > math.MaxInt64-step {
+			first = -1 // no multiple of step left: no tick
+		}
+	}
+	for t := first; t >= 0 && t-1 <= hi; t += step {
 		tx := x(t)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#222"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>
 `, tx, axisY, tx, axisY+5, tx, axisY+18, commas(t))
+		if t > math.MaxInt64-step {
+			break
+		}
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="#444">offset</text>
 `, plotLeft+int(inner/2), axisY+34)
@@ -471,23 +489,23 @@ func renderPlot(w io.Writer, title string, segs []plotSegment) (plotStats, error
 
 // niceStep is a tick step of 1, 2 or 5 times a power of ten giving at most
 // about n ticks over span.
-func niceStep(span int64, n int) int64 {
+func niceStep(span float64, n int) int64 {
 	if span <= 0 {
 		return 1
 	}
-	raw := float64(span) / float64(n)
+	raw := span / float64(n)
 	p := math.Pow(10, math.Floor(math.Log10(raw)))
 	for _, m := range []float64{1, 2, 5, 10} {
 		if m*p >= raw {
-			return max(int64(m*p), 1)
+			return max(int64(min(m*p, 1e18)), 1)
 		}
 	}
-	return max(int64(10*p), 1)
+	return max(int64(min(10*p, 1e18)), 1)
 }
 
 func (a *app) segmentsPlotCommand() *cobra.Command {
 	var out string
-	cmd := &cobra.Command{
+	cmd := acceptDashArgs(&cobra.Command{
 		Use:   "plot TOPIC PARTITION -o partition.svg",
 		Short: "Draw a partition's segments along the offset axis, as SVG",
 		Long: `Draw the segments of one partition (those a broker's ListRemoteLogSegments
@@ -505,8 +523,11 @@ Bars narrower than 2 pixels are summarised as runs ("1,234 segments,
 offsets a–b, epochs x–y"; hover in a browser), so the picture stays small
 and legible at 10,000 segments.
 
-TOPIC is a topic name or a topic id (UUID or Kafka's base64 form). -o -
-writes to stdout; a file is written whole or not at all.
+TOPIC is a topic name or a topic id (UUID or Kafka's base64 form, also
+one that starts with '-', as kafka-topics prints it). -o - writes to
+stdout; a file is written whole or not at all. A topic name that starts
+with '-' and a letter of a flag (-o, -h) goes after "--":
+rlmmctl segments plot -o out.svg -- -orders 0.
 
 ` + databaseHelp,
 		Example: `  rlmmctl segments plot orders 0 -o partition.svg
@@ -566,7 +587,7 @@ writes to stdout; a file is written whole or not at all.
 				out, st.Segments, st.Bars, st.InRuns, st.Runs, st.Lanes, st.Misses, humanBytes(int64(st.Bytes)))
 			return nil
 		},
-	}
+	})
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the SVG file to write (- for stdout)")
 	return cmd
 }

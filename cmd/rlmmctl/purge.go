@@ -96,7 +96,10 @@ adds.
 
 Rows are purged in batches of --batch-size segments, one transaction each,
 skipping rows a broker holds locked at that moment (the next run gets
-them), so purge can run while brokers work.
+them), so purge can run while brokers work. With --drop-ids each batch
+also locks the partition rows of its segments, first, as brokers do:
+deleting segment rows marks their partitions so that the brokers' caches
+drop the segments too (migration 00010), even a cache that lags behind.
 
 ` + databaseHelp,
 		Example: `  rlmmctl purge                      # what would a week's retention purge?
@@ -236,6 +239,25 @@ func purgeForgotten(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, d
 	for {
 		var done bool
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if dropIDs {
+				// Deleting segment rows updates their partitions' rows
+				// (migration 00010's trigger marks them for the brokers'
+				// caches). Lock those first, in key order, as the brokers'
+				// writes do, so that a broker writing one of these segments
+				// meanwhile waits instead of deadlocking with the purge.
+				if _, err := tx.Exec(ctx, `
+					SELECT FROM rlmm_partitions p
+					WHERE (p.topic_id, p.partition) IN (
+					    SELECT s.topic_id, s.partition `+purgeCandidates(dropIDs)+`
+					      AND (s.topic_id, s.partition, s.segment_id) > ($2, $3, $4)
+					    ORDER BY s.topic_id, s.partition, s.segment_id
+					    LIMIT $5)
+					ORDER BY p.topic_id, p.partition
+					FOR NO KEY UPDATE OF p`,
+					cutoff, lastTopicID, lastPartition, lastSegment, batchSize); err != nil {
+					return fmt.Errorf("lock the partitions: %w", err)
+				}
+			}
 			rows, err := tx.Query(ctx, `
 				SELECT s.topic, s.topic_id, s.partition, s.segment_id, s.segment_size_bytes,
 				       coalesce(octet_length(s.custom_metadata), 0)

@@ -9,6 +9,16 @@ import (
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
+// One row: the generation of the metadata, bumped by every TRUNCATE of rlmm_partitions, rlmm_segments or rlmm_epoch_ends and every DELETE of partition rows or epoch ends (versions restart or move back, which the change feed cannot tell). A cache loaded at another generation reloads.
+type RlmmDataGeneration struct {
+	// Always 1: the table has one row.
+	ID int16
+	// Bumped by each TRUNCATE or DELETE that a cache must reload after.
+	Generation int64
+	// When the generation was last bumped.
+	ChangedAt pgtype.Timestamptz
+}
+
 // One row per (partition, leader epoch) that some segment reaching COPY_SEGMENT_FINISHED carried: Kafka's highest offset for the epoch (EpochEndOffset), never lowered by deletes, ignored once the partition's delete finished.
 type RlmmEpochEnd struct {
 	// Kafka topic id.
@@ -47,6 +57,8 @@ type RlmmPartition struct {
 	CreatedAt pgtype.Timestamptz
 	// When the partition was last written to.
 	UpdatedAt pgtype.Timestamptz
+	// Largest version at which segment rows of the partition were deleted (a DBA's DELETE, rlmmctl purge --drop-ids): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.
+	VanishedVersion int64
 }
 
 // The partition-delete states: code (rlmm_partitions.delete_state) and name. -1 NONE stands for a NULL delete_state (no delete record). Read-only; mirrors statemachine.go.
@@ -173,34 +185,21 @@ type RlmmSegmentEpoch struct {
 	LastVersion int64
 }
 
-// One row per (segment, leader epoch): the offsets of that epoch inside the segment, which is what offset lookups match against.
 type RlmmSegmentEpochsV struct {
-	// Topic name.
-	Topic string
-	// Partition number.
-	Partition int32
-	// Leader epoch.
-	Epoch int32
-	// First offset of the epoch inside the segment.
+	Topic       string
+	Partition   int32
+	Epoch       int32
 	FirstOffset int64
-	// Last offset of the epoch inside the segment (inclusive).
-	LastOffset int64
-	// Number of offsets of the epoch inside the segment.
-	OffsetCount int64
-	// The segment (rlmm_segments_v.segment_id).
-	SegmentID dbuuid.UUID
-	// State name of the segment.
-	State string
-	// True when lookups of this epoch may return the segment: COPY_SEGMENT_FINISHED, and its partition's delete has not finished.
-	AnswersLookups pgtype.Bool
-	// First offset of the whole segment.
+	LastOffset  int64
+	// Number of offsets of the epoch inside the segment; NULL for a range of every offset 0 to 9223372036854775807, whose count (2^63) a bigint cannot hold.
+	OffsetCount        int64
+	SegmentID          dbuuid.UUID
+	State              string
+	AnswersLookups     pgtype.Bool
 	SegmentStartOffset int64
-	// Last offset of the whole segment (what HighestOffsetForEpoch returns).
-	SegmentEndOffset int64
-	// Partition version of the segment's first COPY_SEGMENT_FINISHED: among overlapping ranges that start at the same offset, the latest wins a lookup.
-	FinishedVersion pgtype.Int8
-	// Topic id (UUID).
-	TopicID dbuuid.UUID
+	SegmentEndOffset   int64
+	FinishedVersion    pgtype.Int8
+	TopicID            dbuuid.UUID
 }
 
 // The segment states: code (rlmm_segments.state) and name. Read-only; mirrors statemachine.go.
@@ -219,50 +218,29 @@ type RlmmSegmentTransition struct {
 	ToState int16
 }
 
-// One row per segment ever added (forgotten ones too), readable: state names, sizes, epochs as text, times as timestamps.
 type RlmmSegmentsV struct {
-	// Topic name.
-	Topic string
-	// Partition number.
-	Partition int32
-	// Segment id (rlmm_segments.segment_id).
-	SegmentID dbuuid.UUID
-	// Segment state name: COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED (the only one lookups see), DELETE_SEGMENT_STARTED, DELETE_SEGMENT_FINISHED.
-	State string
-	// True when no query of the library returns the segment any more: DELETE_SEGMENT_FINISHED, or its partition's delete finished. The row stays so the id stays taken (rlmmctl purge reclaims it).
-	Forgotten pgtype.Bool
-	// First offset in the segment.
+	Topic       string
+	Partition   int32
+	SegmentID   dbuuid.UUID
+	State       string
+	Forgotten   pgtype.Bool
 	StartOffset int64
-	// Last offset in the segment (inclusive).
-	EndOffset int64
-	// Number of offsets the segment spans: end_offset - start_offset + 1.
-	OffsetCount int64
-	// Leader epochs and the first offset of each in the segment, as epoch:first_offset, e.g. '0:0, 1:20'.
-	Epochs string
-	// Segment size in remote storage, readable (pg_size_pretty).
-	Size string
-	// Segment size in remote storage, in bytes.
-	SizeBytes int32
-	// Broker that wrote the latest state.
-	BrokerID int32
-	// Event time of the latest state (from event_timestamp_ms).
-	EventTime pgtype.Timestamptz
-	// Largest record timestamp in the segment (from max_timestamp_ms).
-	MaxTimestamp pgtype.Timestamptz
-	// True when the segment has no transaction index entries.
-	TxnIndexEmpty bool
-	// Size of the custom metadata in bytes; 0: none.
-	CustomMetadataBytes interface{}
-	// Delete state of the segment's partition: NONE, DELETE_PARTITION_MARKED, DELETE_PARTITION_STARTED or DELETE_PARTITION_FINISHED.
+	EndOffset   int64
+	// Number of offsets the segment spans: end_offset - start_offset + 1; NULL for a segment of every offset 0 to 9223372036854775807, whose count (2^63) a bigint cannot hold.
+	OffsetCount          int64
+	Epochs               string
+	Size                 string
+	SizeBytes            int32
+	BrokerID             int32
+	EventTime            pgtype.Timestamptz
+	MaxTimestamp         pgtype.Timestamptz
+	TxnIndexEmpty        bool
+	CustomMetadataBytes  interface{}
 	PartitionDeleteState string
-	// When the segment was added.
-	CreatedAt pgtype.Timestamptz
-	// When the segment was last written to.
-	UpdatedAt pgtype.Timestamptz
-	// Topic id (UUID).
-	TopicID dbuuid.UUID
-	// Segment state code, as stored (rlmm_segment_states).
-	StateCode int16
+	CreatedAt            pgtype.Timestamptz
+	UpdatedAt            pgtype.Timestamptz
+	TopicID              dbuuid.UUID
+	StateCode            int16
 }
 
 // Work in flight, for finding what a crashed or stuck broker left behind: segments in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED (not forgotten) and partitions in DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED. The threshold is the caller's: WHERE age > interval '1 hour'. Age is on the database clock (updated_at, reset by every write, manual repairs included), event_time is the broker's clock. rlmmctl stuck and the rlmm_stuck_* gauges read it.

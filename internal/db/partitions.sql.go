@@ -12,11 +12,53 @@ import (
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
+const dataGeneration = `-- name: DataGeneration :one
+SELECT coalesce(max(g.generation), 0)::bigint AS generation FROM rlmm_data_generation g
+`
+
+// The data's generation: bumped by every TRUNCATE, and every DELETE of
+// partition rows or epoch ends (migration 00010). 0: the row is gone.
+func (q *Queries) DataGeneration(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, dataGeneration)
+	var generation int64
+	err := row.Scan(&generation)
+	return generation, err
+}
+
+const partitionCacheVersion = `-- name: PartitionCacheVersion :one
+SELECT coalesce(
+    (SELECT p.version FROM rlmm_partitions p
+     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer),
+    0)::bigint AS version,
+    (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
+`
+
+type PartitionCacheVersionParams struct {
+	TopicID   dbuuid.UUID
+	Partition int32
+}
+
+type PartitionCacheVersionRow struct {
+	Version    int64
+	Generation int64
+}
+
+// PartitionVersion with the data's generation (rlmm_data_generation), for
+// CaughtUp of a cached partition: a cache loaded at another generation is
+// not caught up, whatever the versions say.
+func (q *Queries) PartitionCacheVersion(ctx context.Context, db DBTX, arg PartitionCacheVersionParams) (PartitionCacheVersionRow, error) {
+	row := db.QueryRow(ctx, partitionCacheVersion, arg.TopicID, arg.Partition)
+	var i PartitionCacheVersionRow
+	err := row.Scan(&i.Version, &i.Generation)
+	return i, err
+}
+
 const partitionCatchUp = `-- name: PartitionCatchUp :many
 WITH head AS MATERIALIZED (
     -- Read once, whatever the join order: the partition row by its key and
     -- its raised epoch ends by the primary key's prefix.
-    SELECT p.version, p.delete_state, ee.epochs, ee.end_offsets
+    SELECT p.version, p.delete_state, p.vanished_version, ee.epochs, ee.end_offsets,
+        (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
     FROM rlmm_partitions p
     CROSS JOIN LATERAL (
         SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}')::integer[] AS epochs,
@@ -28,6 +70,7 @@ WITH head AS MATERIALIZED (
     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
 )
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, head.version AS partition_version, head.delete_state AS partition_delete_state,
+    head.vanished_version AS partition_vanished_version, head.generation AS data_generation,
     head.epochs AS end_epochs, head.end_offsets AS end_offsets
 FROM head
 JOIN rlmm_segments s ON s.topic_id = $1::uuid AND s.partition = $2::integer
@@ -42,11 +85,13 @@ type PartitionCatchUpParams struct {
 }
 
 type PartitionCatchUpRow struct {
-	RlmmSegment          RlmmSegment
-	PartitionVersion     int64
-	PartitionDeleteState pgtype.Int2
-	EndEpochs            []int32
-	EndOffsets           []int64
+	RlmmSegment              RlmmSegment
+	PartitionVersion         int64
+	PartitionDeleteState     pgtype.Int2
+	PartitionVanishedVersion int64
+	DataGeneration           int64
+	EndEpochs                []int32
+	EndOffsets               []int64
 }
 
 // PartitionChanges, PartitionGet and EpochEndsChanged in one statement (one
@@ -55,7 +100,9 @@ type PartitionCatchUpRow struct {
 // version and delete state and the epoch ends raised after @after_version
 // repeated on every row (a catch-up brings a few rows). No row: no segment
 // changed; the cache then reads the three in one transaction, since the
-// partition row may have moved alone (a partition delete).
+// partition row may have moved alone (a partition delete). The partition's
+// vanished_version and the data's generation tell the cache when rows
+// vanished that the feed cannot show (a DBA's DELETE or TRUNCATE).
 func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCatchUpParams) ([]PartitionCatchUpRow, error) {
 	rows, err := db.Query(ctx, partitionCatchUp, arg.TopicID, arg.Partition, arg.AfterVersion)
 	if err != nil {
@@ -88,6 +135,8 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 			&i.RlmmSegment.UpdatedAt,
 			&i.PartitionVersion,
 			&i.PartitionDeleteState,
+			&i.PartitionVanishedVersion,
+			&i.DataGeneration,
 			&i.EndEpochs,
 			&i.EndOffsets,
 		); err != nil {
@@ -245,7 +294,7 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 }
 
 const partitionGet = `-- name: PartitionGet :one
-SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at FROM rlmm_partitions
+SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version FROM rlmm_partitions
 WHERE topic_id = $1::uuid AND partition = $2::integer
 `
 
@@ -268,6 +317,7 @@ func (q *Queries) PartitionGet(ctx context.Context, db DBTX, arg PartitionGetPar
 		&i.DeleteEventTimestampMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.VanishedVersion,
 	)
 	return i, err
 }
@@ -294,7 +344,8 @@ func (q *Queries) PartitionVersion(ctx context.Context, db DBTX, arg PartitionVe
 
 const partitionVersions = `-- name: PartitionVersions :many
 SELECT (($1::text[])[i])::uuid AS topic_id, ($2::integer[])[i]::integer AS partition,
-    coalesce(v.version, 0)::bigint AS version
+    coalesce(v.version, 0)::bigint AS version,
+    (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
 FROM generate_subscripts($1::text[], 1) AS i
 LEFT JOIN LATERAL (
     SELECT p.version FROM rlmm_partitions p
@@ -309,13 +360,15 @@ type PartitionVersionsParams struct {
 }
 
 type PartitionVersionsRow struct {
-	TopicID   dbuuid.UUID
-	Partition int32
-	Version   int64
+	TopicID    dbuuid.UUID
+	Partition  int32
+	Version    int64
+	Generation int64
 }
 
 // The committed versions of several partitions (0: never written to), for
-// the caches' periodic version poll: one primary-key probe per partition
+// the caches' periodic version poll, with the data's generation
+// (rlmm_data_generation, read once): one primary-key probe per partition
 // (LATERAL … LIMIT 1, whatever the statistics say). The topic ids come as
 // text: behind PgBouncer the DSN sets default_query_exec_mode=exec, where
 // pgx encodes parameters without knowing their types, and it has no text
@@ -329,7 +382,12 @@ func (q *Queries) PartitionVersions(ctx context.Context, db DBTX, arg PartitionV
 	items := []PartitionVersionsRow{}
 	for rows.Next() {
 		var i PartitionVersionsRow
-		if err := rows.Scan(&i.TopicID, &i.Partition, &i.Version); err != nil {
+		if err := rows.Scan(
+			&i.TopicID,
+			&i.Partition,
+			&i.Version,
+			&i.Generation,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -3,6 +3,7 @@
 package sampledata
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // leader-epoch change), an upload left in COPY_SEGMENT_STARTED at 4000 and a
 // deletion left in DELETE_SEGMENT_STARTED at 5000, both aged two hours, a
 // forgotten segment at 6000, payments-0 marked for deletion just now, and
-// audit-0 deleted.
+// audit-0 deleted, and in edge-0 a finished segment of every offset there is
+// (0 to math.MaxInt64) with a finished one inside it.
 func Seed(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx := t.Context()
@@ -55,6 +57,17 @@ func Seed(t testing.TB, pool *pgxpool.Pool) {
 	add(orders1, 0, E{0: 0}, fin)
 	add(payments, 0, E{0: 0}, fin)
 	add(audit, 0, E{0: 0}, fin)
+	// A legal segment of every offset there is, 0 to math.MaxInt64, and
+	// one inside it listed after it: no count or gap may overflow.
+	edge := tp("edge", 0)
+	for _, r := range [][2]int64{{0, math.MaxInt64}, {5, 10}} {
+		id := rs.RemoteLogSegmentID{TopicIDPartition: edge, ID: uuid.New()}
+		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadata{
+			SegmentID: id, StartOffset: r[0], EndOffset: r[1], MaxTimestampMs: now, EventTimestampMs: now,
+			SegmentSizeInBytes: math.MaxInt32, State: rs.CopySegmentStarted, SegmentLeaderEpochs: E{0: r[0]},
+		}))
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{SegmentID: id, State: fin, EventTimestampMs: now}))
+	}
 	put := func(tp rs.TopicIDPartition, states ...rs.RemotePartitionDeleteState) {
 		for _, st := range states {
 			require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{

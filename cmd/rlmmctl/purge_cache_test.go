@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// purge --drop-ids deletes the row of a forgotten segment that a cache has
+// not caught up on (it still holds the segment as finished). The cache
+// must not keep serving it: once it says CaughtUp, it answers what the
+// database answers.
+func TestPurgeDropIDsKeepsCachesHonest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	writer, err := remotestorage.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	defer writer.Close()
+	// The lagging cache: no poll, and its listener dials a port where
+	// nobody listens, so it hears no notification: only CaughtUp makes it
+	// catch up.
+	deaf, err := pgx.ParseConfig("host=127.0.0.1 port=1 user=nobody connect_timeout=1")
+	require.NoError(t, err)
+	cached, err := remotestorage.NewPgManager(ctx, pool, remotestorage.WithCache(), remotestorage.WithCachePollInterval(0),
+		remotestorage.WithListenerConnConfig(deaf))
+	require.NoError(t, err)
+	defer cached.Close()
+
+	tp := remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
+	var segs []remotestorage.RemoteLogSegmentID
+	for i := range int64(3) {
+		id := remotestorage.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()}
+		require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
+			SegmentID: id, StartOffset: 1000 * i, EndOffset: 1000*i + 999, State: remotestorage.CopySegmentStarted,
+			SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 1000 * i},
+		}))
+		require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{SegmentID: id, State: remotestorage.CopySegmentFinished}))
+		segs = append(segs, id)
+	}
+	require.NoError(t, cached.OnPartitionLeadershipChanges(ctx, []remotestorage.TopicIDPartition{tp}, nil))
+	caughtUp := func() {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute) // only keeps a stuck cache from hanging the test
+		for {
+			up, err := cached.CaughtUp(ctx, tp)
+			if err == nil && up {
+				return
+			}
+			require.True(t, err == nil || errors.Is(err, remotestorage.ErrNotReady), "%v", err)
+			require.False(t, time.Now().After(deadline), "the cache never caught up")
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	caughtUp()
+	_, found, err := cached.RemoteLogSegmentMetadata(ctx, tp, 0, 1500)
+	require.NoError(t, err)
+	require.True(t, found)
+
+	// segs[1] is deleted, and purged, while the cache lags.
+	for _, st := range []remotestorage.RemoteLogSegmentState{remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished} {
+		require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{SegmentID: segs[1], State: st}))
+	}
+	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '1 second' WHERE segment_id = $1`, segs[1].ID)
+	require.NoError(t, err)
+	require.Contains(t, ok(t, dsn, "purge", "--older-than", "0s", "--apply", "--drop-ids"), "purged 1 segments")
+
+	caughtUp()
+	_, found, err = cached.RemoteLogSegmentMetadata(ctx, tp, 0, 1500)
+	require.NoError(t, err)
+	require.False(t, found, "the purged segment is still served after CaughtUp")
+	list, err := cached.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	want, err := writer.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.Equal(t, want, list)
+}

@@ -1,0 +1,191 @@
+package remotestorage_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// dbaFollowers are three caches of one partition that learn of a DBA's
+// change each in one way only: notified by the listener (no poll), polled
+// (notifications dropped), or asked (no poll, notifications dropped: only
+// CaughtUp tells it to catch up).
+type dbaFollowers struct {
+	notified, polled, asked *rs.PgManager
+}
+
+// dbaPollInterval is the polled cache's interval.
+const dbaPollInterval = 50 * time.Millisecond
+
+func newDBAFollowers(t *testing.T, dsn string, tp rs.TopicIDPartition) dbaFollowers {
+	t.Helper()
+	f := dbaFollowers{
+		notified: newCachedManager(t, dsn, rs.WithCachePollInterval(0)),
+		polled:   newCachedManager(t, dsn, rs.WithCachePollInterval(dbaPollInterval)),
+		asked:    newCachedManager(t, dsn, rs.WithCachePollInterval(0)),
+	}
+	for _, m := range f.all() {
+		require.NoError(t, m.OnPartitionLeadershipChanges(t.Context(), nil, []rs.TopicIDPartition{tp}))
+		waitLoaded(t, m, tp)
+	}
+	return f
+}
+
+func (f dbaFollowers) all() []*rs.PgManager { return []*rs.PgManager{f.notified, f.polled, f.asked} }
+
+// requireHonest checks each follower's promise after a change it was not
+// told of directly: the notified and the polled caches come to answer what
+// the database answers by themselves (nobody calls CaughtUp on them; the
+// deadline only keeps a stale cache from hanging the test), and the asked
+// cache says CaughtUp false until it answers what the database answers.
+func (f dbaFollowers) requireHonest(t *testing.T, where string, truth rs.Manager, tp rs.TopicIDPartition) {
+	t.Helper()
+	for name, m := range map[string]*rs.PgManager{"notified": f.notified, "polled": f.polled} {
+		var diff string
+		deadline := time.Now().Add(20 * time.Second)
+		for diff = answersDiffer(truth, m, tp); diff != ""; diff = answersDiffer(truth, m, tp) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the %s cache never followed: %s", where, name, diff)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitCaughtUp(t, f.asked, tp)
+	if diff := answersDiffer(truth, f.asked, tp); diff != "" {
+		t.Fatalf("%s: the asked cache answers CaughtUp true but %s", where, diff)
+	}
+	requireSameAnswers(t, where, truth, f.asked, tp)
+}
+
+// answersDiffer compares the answers of got with want's on tp; "" when
+// they agree.
+func answersDiffer(want, got rs.Manager, tp rs.TopicIDPartition) string {
+	ctx := context.Background()
+	wantList, err := want.ListRemoteLogSegments(ctx, tp)
+	if err != nil {
+		return err.Error()
+	}
+	gotList, err := got.ListRemoteLogSegments(ctx, tp)
+	if err != nil {
+		return err.Error()
+	}
+	if w, g := fmt.Sprint(ids(wantList)), fmt.Sprint(ids(gotList)); w != g {
+		return fmt.Sprintf("lists %s, the database %s", g, w)
+	}
+	for e := rs.LeaderEpoch(0); e < 2; e++ {
+		wantEnd, wantOK, _ := want.EpochEndOffset(ctx, tp, e)
+		gotEnd, gotOK, err := got.EpochEndOffset(ctx, tp, e)
+		if err != nil || wantEnd != gotEnd || wantOK != gotOK {
+			return fmt.Sprintf("epoch %d ends at %d (%v, %v), the database %d (%v)", e, gotEnd, gotOK, err, wantEnd, wantOK)
+		}
+		for o := int64(0); o < 1000; o += 50 {
+			wantSeg, wantOK, _ := want.RemoteLogSegmentMetadata(ctx, tp, e, o)
+			gotSeg, gotOK, err := got.RemoteLogSegmentMetadata(ctx, tp, e, o)
+			if err != nil || wantOK != gotOK || wantSeg.SegmentID != gotSeg.SegmentID {
+				return fmt.Sprintf("offset %d of epoch %d: found %v %s (%v), the database %v %s", o, e, gotOK, gotSeg.SegmentID.ID, err, wantOK, wantSeg.SegmentID.ID)
+			}
+		}
+	}
+	return ""
+}
+
+// TestCacheHonestThroughDBARepairs: every way docs/DBA.md lets a DBA
+// change the rows by hand - an UPDATE of a state, a DELETE of a segment, a
+// TRUNCATE, and rlmmctl purge --drop-ids deleting a forgotten segment that a
+// cache has not caught up on - leaves every cache either following within
+// its poll interval (or at the notification) or answering CaughtUp false.
+func TestCacheHonestThroughDBARepairs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// repair changes the partition's rows by hand, after three finished
+		// segments [0, 99], [100, 199], [200, 299] (version 6) that every
+		// follower holds; it may write through a (not cached).
+		repair func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, f dbaFollowers, tp rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata)
+	}{
+		{"update a state", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `UPDATE rlmm_segments SET state = 2 WHERE segment_id = $1`, segs[1].SegmentID.ID)
+		}},
+		{"delete a segment", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE segment_id = $1`, segs[1].SegmentID.ID)
+		}},
+		{"delete a partition's segments", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
+		}},
+		{"delete a partition", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE topic_id = $1 AND partition = $2;`, tp.TopicID, tp.Partition)
+			execSQL(t, admin, `DELETE FROM rlmm_epoch_ends WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
+			execSQL(t, admin, `DELETE FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
+			writeFinished(t, a, tp, 500, 599) // versions 1 and 2 again
+		}},
+		{"truncate, then fewer writes", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `TRUNCATE rlmm_partitions CASCADE`)
+			writeFinished(t, a, tp, 500, 599) // versions 1 and 2, below the caches' 6
+		}},
+		{"truncate, then more writes", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `TRUNCATE rlmm_partitions CASCADE`)
+			for i := range int64(4) { // versions 1 to 8, past the caches' 6
+				writeFinished(t, a, tp, 500+100*i, 599+100*i)
+			}
+		}},
+		{"truncate the segments", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `TRUNCATE rlmm_segments`)
+			writeFinished(t, a, tp, 500, 599) // versions 7 and 8: the change feed shows only this one
+		}},
+		{"purge a forgotten segment a cache has not caught up on", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, f dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
+			// The asked cache hears nothing and is not asked: it lags
+			// behind the deletion; the others race the purge.
+			ctx := t.Context()
+			require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, update(segs[1], rs.DeleteSegmentStarted)))
+			require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, update(segs[1], rs.DeleteSegmentFinished)))
+			// What rlmmctl purge --drop-ids does to a forgotten segment
+			// (cmd/rlmmctl's TestPurgeDropIDsKeepsCachesHonest runs it).
+			execSQL(t, admin, `DELETE FROM rlmm_segment_epochs WHERE segment_id = $1`, segs[1].SegmentID.ID)
+			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE segment_id = $1 AND state = 3`, segs[1].SegmentID.ID)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			dsn := pgtest.NewDatabase(t)
+			admin, err := pgxpool.New(ctx, dsn)
+			require.NoError(t, err)
+			t.Cleanup(admin.Close)
+			a, err := rs.NewPgManager(ctx, admin) // the writer, and the database's answers
+			require.NoError(t, err)
+			t.Cleanup(a.Close)
+			tp := testTP(0)
+			f := newDBAFollowers(t, dsn, tp)
+			var segs []rs.RemoteLogSegmentMetadata
+			for i := range int64(3) {
+				segs = append(segs, writeFinished(t, a, tp, 100*i, 100*i+99))
+			}
+			for _, m := range f.all() {
+				waitCaughtUp(t, m, tp)
+				requireSameAnswers(t, "before the repair", a, m, tp)
+			}
+			f.polled.DropNotifications(true)
+			f.asked.DropNotifications(true)
+
+			tc.repair(t, admin, a, f, tp, segs)
+			f.requireHonest(t, tc.name, a, tp)
+
+			// And the caches keep following the brokers' writes.
+			writeFinished(t, a, tp, 2000, 2099)
+			f.requireHonest(t, tc.name+", then a write", a, tp)
+		})
+	}
+}
+
+func execSQL(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	_, err := pool.Exec(t.Context(), sql, args...)
+	require.NoError(t, err, sql)
+}
