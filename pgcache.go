@@ -238,8 +238,11 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if c.partitions[keyOf(cp.tp)] != cp {
 		return nil // stopped meanwhile
 	}
-	if cp.data == nil {
-		cp.data = newMemPartition()
+	if cp.data == nil || read.reload {
+		if read.reload {
+			cp.refresh() // for this manager's writes newer than the snapshot
+		}
+		cp.data = reloaded(cp.data, read.partition.Version)
 	}
 	p := cp.data
 	for _, r := range read.segments {
@@ -274,6 +277,7 @@ type changes struct {
 	partition db.RlmmPartition
 	segments  []db.RlmmSegment
 	epochEnds []db.EpochEndsChangedRow
+	reload    bool // a load of a partition already cached (purge.go)
 }
 
 // readChanges reads the partition's changes after version after (0: a
@@ -288,7 +292,7 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 		if err != nil {
 			return changes{}, err
 		}
-		if len(rows) > 0 {
+		if len(rows) > 0 && rows[0].PartitionPurgedVersion <= after {
 			read := changes{partition: db.RlmmPartition{Version: rows[0].PartitionVersion, DeleteState: rows[0].PartitionDeleteState}}
 			for _, r := range rows {
 				read.segments = append(read.segments, r.RlmmSegment)
@@ -313,6 +317,11 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 	}
 	if err != nil {
 		return changes{}, err
+	}
+	if after > 0 && read.partition.PurgedVersion > after {
+		// A purge deleted rows written after the cached version: the
+		// change feed no longer holds them, so load the partition again.
+		after, read.reload = 0, true
 	}
 	if after == 0 {
 		// The load: the live segments only, whatever the partition's

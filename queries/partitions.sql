@@ -66,7 +66,7 @@ LEFT JOIN LATERAL (
 WITH head AS MATERIALIZED (
     -- Read once, whatever the join order: the partition row by its key and
     -- its raised epoch ends by the primary key's prefix.
-    SELECT p.version, p.delete_state, ee.epochs, ee.end_offsets
+    SELECT p.version, p.delete_state, p.purged_version, ee.epochs, ee.end_offsets
     FROM rlmm_partitions p
     CROSS JOIN LATERAL (
         SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}')::integer[] AS epochs,
@@ -78,6 +78,7 @@ WITH head AS MATERIALIZED (
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
 )
 SELECT sqlc.embed(s), head.version AS partition_version, head.delete_state AS partition_delete_state,
+    head.purged_version AS partition_purged_version,
     head.epochs AS end_epochs, head.end_offsets AS end_offsets
 FROM head
 JOIN rlmm_segments s ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer

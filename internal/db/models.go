@@ -47,6 +47,8 @@ type RlmmPartition struct {
 	CreatedAt pgtype.Timestamptz
 	// When the partition was last written to.
 	UpdatedAt pgtype.Timestamptz
+	// The highest partition version whose segment rows a purge deleted (0: none): a cache at an older version loads the partition again rather than catch up from its change feed.
+	PurgedVersion int64
 }
 
 // The partition-delete states: code (rlmm_partitions.delete_state) and name. -1 NONE stands for a NULL delete_state (no delete record). Read-only; mirrors statemachine.go.

@@ -16,7 +16,7 @@ const partitionCatchUp = `-- name: PartitionCatchUp :many
 WITH head AS MATERIALIZED (
     -- Read once, whatever the join order: the partition row by its key and
     -- its raised epoch ends by the primary key's prefix.
-    SELECT p.version, p.delete_state, ee.epochs, ee.end_offsets
+    SELECT p.version, p.delete_state, p.purged_version, ee.epochs, ee.end_offsets
     FROM rlmm_partitions p
     CROSS JOIN LATERAL (
         SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}')::integer[] AS epochs,
@@ -28,6 +28,7 @@ WITH head AS MATERIALIZED (
     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
 )
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, head.version AS partition_version, head.delete_state AS partition_delete_state,
+    head.purged_version AS partition_purged_version,
     head.epochs AS end_epochs, head.end_offsets AS end_offsets
 FROM head
 JOIN rlmm_segments s ON s.topic_id = $1::uuid AND s.partition = $2::integer
@@ -42,11 +43,12 @@ type PartitionCatchUpParams struct {
 }
 
 type PartitionCatchUpRow struct {
-	RlmmSegment          RlmmSegment
-	PartitionVersion     int64
-	PartitionDeleteState pgtype.Int2
-	EndEpochs            []int32
-	EndOffsets           []int64
+	RlmmSegment            RlmmSegment
+	PartitionVersion       int64
+	PartitionDeleteState   pgtype.Int2
+	PartitionPurgedVersion int64
+	EndEpochs              []int32
+	EndOffsets             []int64
 }
 
 // PartitionChanges, PartitionGet and EpochEndsChanged in one statement (one
@@ -88,6 +90,7 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 			&i.RlmmSegment.UpdatedAt,
 			&i.PartitionVersion,
 			&i.PartitionDeleteState,
+			&i.PartitionPurgedVersion,
 			&i.EndEpochs,
 			&i.EndOffsets,
 		); err != nil {
@@ -245,7 +248,7 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 }
 
 const partitionGet = `-- name: PartitionGet :one
-SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at FROM rlmm_partitions
+SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, purged_version FROM rlmm_partitions
 WHERE topic_id = $1::uuid AND partition = $2::integer
 `
 
@@ -268,6 +271,7 @@ func (q *Queries) PartitionGet(ctx context.Context, db DBTX, arg PartitionGetPar
 		&i.DeleteEventTimestampMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PurgedVersion,
 	)
 	return i, err
 }

@@ -1,0 +1,401 @@
+package remotestorage_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/rlmmtest"
+)
+
+// purger is what both managers offer for purging.
+type purger interface {
+	rs.Manager
+	PurgeForgotten(ctx context.Context, olderThan time.Duration) (int64, error)
+	PurgedSegments() int64
+}
+
+// purgeFixture is a store with live, forgotten and deleted-partition
+// segments, written through a manager and through the model alike.
+type purgeFixture struct {
+	a, b, c   rs.TopicIDPartition // a: live and forgotten; b: delete finished; c: delete marked
+	forgotten []rs.RemoteLogSegmentMetadata
+	live      []rs.RemoteLogSegmentMetadata
+	model     *rlmmtest.Model
+}
+
+func newPurgeFixture(t *testing.T, m rs.Manager) *purgeFixture {
+	t.Helper()
+	ctx := t.Context()
+	f := &purgeFixture{a: testTP(0), b: testTP(1), c: testTP(2), model: rlmmtest.NewModel(rs.DefaultMaxCustomMetadataBytes)}
+	both := func(do func(m rs.Manager) error) {
+		t.Helper()
+		require.NoError(t, do(f.model))
+		require.NoError(t, do(m))
+	}
+	add := func(tp rs.TopicIDPartition, i int64, states ...rs.RemoteLogSegmentState) rs.RemoteLogSegmentMetadata {
+		epochs := map[rs.LeaderEpoch]int64{0: i * 100}
+		switch {
+		case i == 6:
+			epochs = map[rs.LeaderEpoch]int64{0: i * 100, 1: i*100 + 40}
+		case i > 6:
+			epochs = map[rs.LeaderEpoch]int64{1: i * 100}
+		}
+		s := segment(tp, i*100, i*100+99, epochs)
+		s.MaxTimestampMs = 1000 + i
+		s.TxnIndexEmpty = i%3 != 2
+		s.CustomMetadata = []byte(fmt.Sprintf("segment %d", i))
+		both(func(m rs.Manager) error { return m.AddRemoteLogSegmentMetadata(ctx, s) })
+		for _, st := range states {
+			both(func(m rs.Manager) error { return m.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)) })
+		}
+		return s
+	}
+	fin, delStart, delFin := rs.CopySegmentFinished, rs.DeleteSegmentStarted, rs.DeleteSegmentFinished
+	for i := range int64(12) {
+		switch {
+		case i < 4:
+			f.forgotten = append(f.forgotten, add(f.a, i, fin, delStart, delFin))
+		case i == 4:
+			f.live = append(f.live, add(f.a, i, fin, delStart))
+		case i == 10:
+			f.live = append(f.live, add(f.a, i))
+		default:
+			f.live = append(f.live, add(f.a, i, fin))
+		}
+	}
+	// An id forgotten without ever finishing its copy.
+	f.forgotten = append(f.forgotten, add(f.a, 20, delStart, delFin))
+	for i := range int64(5) {
+		f.forgotten = append(f.forgotten, add(f.b, i, fin))
+	}
+	for i := range int64(3) {
+		f.live = append(f.live, add(f.c, i, fin))
+	}
+	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+		both(func(m rs.Manager) error {
+			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: f.b, State: st, BrokerID: 1})
+		})
+	}
+	both(func(m rs.Manager) error {
+		return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: f.c, State: rs.DeletePartitionMarked, BrokerID: 1})
+	})
+	return f
+}
+
+// answers is every query's answer over the fixture's partitions, epochs
+// and a grid of offsets.
+func (f *purgeFixture) answers(t *testing.T, m rs.Manager) []any {
+	t.Helper()
+	ctx := t.Context()
+	var out []any
+	rec := func(what string, vals ...any) { out = append(out, append([]any{what}, vals...)) }
+	for _, tp := range []rs.TopicIDPartition{f.a, f.b, f.c} {
+		l, err := m.ListRemoteLogSegments(ctx, tp)
+		rec("list "+tp.String(), len(l), nonEmpty(l), err)
+		for e := range rs.LeaderEpoch(3) {
+			l, err := m.ListRemoteLogSegmentsByEpoch(ctx, tp, e)
+			rec(fmt.Sprintf("list %s %d", tp, e), len(l), nonEmpty(l), err)
+			size, err := m.RemoteLogSize(ctx, tp, e)
+			rec(fmt.Sprintf("size %s %d", tp, e), size, err)
+			h, ok, err := m.HighestOffsetForEpoch(ctx, tp, e)
+			rec(fmt.Sprintf("highest %s %d", tp, e), h, ok, err)
+			end, ok, err := m.EpochEndOffset(ctx, tp, e)
+			rec(fmt.Sprintf("epoch end %s %d", tp, e), end, ok, err)
+			for o := int64(-50); o < 2200; o += 50 {
+				s, ok, err := m.RemoteLogSegmentMetadata(ctx, tp, e, o)
+				rec(fmt.Sprintf("lookup %s %d %d", tp, e, o), s, ok, err)
+				s, ok, err = m.NextSegmentWithTxnIndex(ctx, tp, e, o)
+				rec(fmt.Sprintf("txn %s %d %d", tp, e, o), s, ok, err)
+				s, ok, err = m.FirstSegmentForTimestamp(ctx, tp, e, 1000+o/200, o)
+				rec(fmt.Sprintf("timestamp %s %d %d", tp, e, o), s, ok, err)
+			}
+		}
+	}
+	return out
+}
+
+// testPurgeSemantics is PurgeForgotten's contract, for either manager.
+func testPurgeSemantics(t *testing.T, m purger) {
+	ctx := t.Context()
+	f := newPurgeFixture(t, m)
+	want := f.answers(t, f.model)
+	require.Equal(t, want, f.answers(t, m), "before the purge")
+
+	_, err := m.PurgeForgotten(ctx, -time.Second)
+	require.Error(t, err, "a negative age")
+	require.Contains(t, err.Error(), "negative")
+
+	// Nothing was forgotten an hour ago.
+	n, err := m.PurgeForgotten(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	for _, s := range f.forgotten {
+		require.ErrorIs(t, m.AddRemoteLogSegmentMetadata(ctx, s), rs.ErrInvalidAdd, "until purged, a forgotten id stays taken")
+	}
+
+	n, err = m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(f.forgotten)), n)
+	require.Equal(t, int64(len(f.forgotten)), m.PurgedSegments())
+	require.Equal(t, want, f.answers(t, m), "purging changes no query's answer")
+	n, err = m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "purged once")
+
+	for _, s := range f.live {
+		require.ErrorIs(t, m.AddRemoteLogSegmentMetadata(ctx, s), rs.ErrInvalidAdd, "a live id stays taken")
+	}
+	// b's delete record went with its segments: adds work again, and
+	// every purged id may be added again, in its partition or another.
+	for i, s := range f.forgotten {
+		if i%2 == 1 {
+			s.SegmentID.TopicIDPartition = f.b
+		}
+		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s), "a purged id may be added again")
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		s.State = rs.CopySegmentFinished
+		got, ok, err := m.RemoteLogSegmentMetadata(ctx, s.SegmentID.TopicIDPartition, firstEpoch(s), s.StartOffset)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, s.SegmentID, got.SegmentID)
+	}
+	// b has a fresh life: a delete may be recorded again, and c's marked
+	// delete was left alone.
+	require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: f.b, State: rs.DeletePartitionMarked}))
+	require.ErrorIs(t, m.AddRemoteLogSegmentMetadata(ctx, segment(f.c, 5000, 5099, map[rs.LeaderEpoch]int64{0: 5000})), rs.ErrInvalidAdd)
+}
+
+// nonEmpty is l, or nil when empty (an empty list may come as either).
+func nonEmpty(l []rs.RemoteLogSegmentMetadata) []rs.RemoteLogSegmentMetadata {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+func firstEpoch(s rs.RemoteLogSegmentMetadata) rs.LeaderEpoch {
+	first := rs.LeaderEpoch(-1)
+	for e := range s.SegmentLeaderEpochs {
+		if first < 0 || e < first {
+			first = e
+		}
+	}
+	return first
+}
+
+func TestPurgeForgotten(t *testing.T) {
+	t.Parallel()
+	t.Run("InMemoryManager", func(t *testing.T) {
+		t.Parallel()
+		testPurgeSemantics(t, rs.NewInMemoryManager())
+	})
+	t.Run("PgManager", func(t *testing.T) {
+		t.Parallel()
+		testPurgeSemantics(t, newPurgeManager(t, pgtest.NewDatabase(t)))
+	})
+}
+
+// newPurgeManager is a PgManager with no background purge, over its own pool.
+func newPurgeManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	m, err := rs.NewPgManager(t.Context(), pool, append([]rs.Option{rs.WithForgottenRetention(0)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return m
+}
+
+// Two managers purging at once delete each forgotten segment once: their
+// counts add up to the forgotten segments, and none is left.
+func TestPurgeConcurrentManagers(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	writer := newPurgeManager(t, dsn)
+	const partitions, perPartition = 4, 150
+	var forgotten int64
+	for p := range int32(partitions) {
+		tp := testTP(p)
+		for i := range int64(perPartition) {
+			s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+			require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, s))
+			states := []rs.RemoteLogSegmentState{rs.CopySegmentFinished}
+			if i%3 != 0 || p == 0 {
+				states = append(states, rs.DeleteSegmentStarted, rs.DeleteSegmentFinished)
+				forgotten++
+			}
+			for _, st := range states {
+				require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
+			}
+		}
+		if p == 0 {
+			continue
+		}
+		if p == 1 { // a deleted partition: all its segments are forgotten
+			for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+				require.NoError(t, writer.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: st}))
+			}
+			forgotten += perPartition / 3
+		}
+	}
+	purgers := []*rs.PgManager{newPurgeManager(t, dsn, rs.WithPurgeBatchSize(20)), newPurgeManager(t, dsn, rs.WithPurgeBatchSize(20))}
+	counts := make([]int64, len(purgers))
+	errs := make([]error, len(purgers))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, m := range purgers {
+		wg.Go(func() {
+			<-start
+			counts[i], errs[i] = m.PurgeForgotten(ctx, 0)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("purged %d and %d of %d", counts[0], counts[1], forgotten)
+	require.Equal(t, forgotten, counts[0]+counts[1])
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	var left, epochRows, deleted int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM rlmm_segments WHERE state = 3),
+		(SELECT count(*) FROM rlmm_segment_epochs e WHERE NOT EXISTS (
+			SELECT 1 FROM rlmm_segments s WHERE s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id)),
+		(SELECT count(*) FROM rlmm_partitions WHERE delete_state IS NOT NULL)`).Scan(&left, &epochRows, &deleted))
+	require.Zero(t, left, "forgotten segments left")
+	require.Zero(t, epochRows, "epoch rows of purged segments left")
+	require.Zero(t, deleted, "delete records left")
+	require.Equal(t, forgotten, int64(partitions*perPartition)-countRows(t, pool, "rlmm_segments"))
+}
+
+func countRows(t *testing.T, pool *pgxpool.Pool, table string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+// A PgManager purges in the background with a short retention; with 0 it
+// does not purge at all.
+func TestPurgeInBackground(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	writer := newPurgeManager(t, dsn)
+	require.False(t, writer.PurgesInBackground(), "WithForgottenRetention(0) turns the background purge off")
+	tp := testTP(0)
+	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, s))
+	for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
+		require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	def, err := rs.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	require.True(t, def.PurgesInBackground(), "on by default")
+	def.Close()
+
+	m, err := rs.NewPgManager(ctx, pool, rs.WithForgottenRetention(time.Millisecond))
+	require.NoError(t, err)
+	defer m.Close()
+	eventually(t, 30*time.Second, "the background purge", func() bool { return m.PurgedSegments() == 1 })
+	require.Zero(t, countRows(t, pool, "rlmm_segments"))
+	require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, s), "the purged id may be added again")
+}
+
+// An InMemoryManager purges, as it writes, what its retention expired.
+func TestPurgeInMemoryRetention(t *testing.T) {
+	t.Parallel()
+	for _, retention := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprint(retention), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			m := rs.NewInMemoryManager(rs.WithForgottenRetention(retention))
+			now := time.Unix(1_000_000, 0)
+			m.SetClockForTest(func() time.Time { return now })
+			tp := testTP(0)
+			s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+			require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+			for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
+				require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
+			}
+			now = now.Add(59 * time.Minute)
+			require.ErrorIs(t, m.AddRemoteLogSegmentMetadata(ctx, s), rs.ErrInvalidAdd, "not expired yet")
+			now = now.Add(1000 * time.Hour)
+			err := m.AddRemoteLogSegmentMetadata(ctx, s)
+			if retention == 0 {
+				require.ErrorIs(t, err, rs.ErrInvalidAdd, "WithForgottenRetention(0): ids stay taken")
+				require.Zero(t, m.PurgedSegments())
+			} else {
+				require.NoError(t, err, "expired: the id is free again")
+				require.Equal(t, int64(1), m.PurgedSegments())
+			}
+		})
+	}
+}
+
+// A cache behind a purge loads the partition again: a segment it held
+// live, whose delete and purge it missed, does not stay.
+func TestPurgeKeepsCachesHonest(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	writer := newPurgeManager(t, dsn)
+	cached := newPurgeManager(t, dsn, rs.WithCache(), rs.WithCachePollInterval(0))
+	a, b := testTP(0), testTP(1)
+	sa := segment(a, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	sb := segment(b, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	for _, s := range []rs.RemoteLogSegmentMetadata{sa, sb} {
+		require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, s))
+		require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+	}
+	require.NoError(t, cached.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{a, b}, nil))
+	for _, tp := range []rs.TopicIDPartition{a, b} {
+		waitLoaded(t, cached, tp)
+		waitCaughtUp(t, cached, tp)
+	}
+	cached.DropNotifications(true)
+
+	// While the cache hears nothing: a's segment is deleted, b's partition
+	// too, and both are purged.
+	for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
+		require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, update(sa, st)))
+	}
+	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+		require.NoError(t, writer.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: b, State: st}))
+	}
+	// a gets a new segment after the delete, so the change feed has rows
+	// after the cache's version.
+	sa2 := segment(a, 100, 199, map[rs.LeaderEpoch]int64{0: 100})
+	require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, sa2))
+	n, err := writer.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	// b's id back in b: adds work again.
+	require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, sb))
+
+	for _, tp := range []rs.TopicIDPartition{a, b} {
+		waitCaughtUp(t, cached, tp)
+		want, err := writer.ListRemoteLogSegments(ctx, tp)
+		require.NoError(t, err)
+		got, err := cached.ListRemoteLogSegments(ctx, tp)
+		require.NoError(t, err)
+		require.Equal(t, want, got, tp.String())
+		require.Len(t, got, 1)
+	}
+}
