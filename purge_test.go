@@ -3,11 +3,13 @@ package remotestorage_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -398,4 +400,33 @@ func TestPurgeKeepsCachesHonest(t *testing.T) {
 		require.Equal(t, want, got, tp.String())
 		require.Len(t, got, 1)
 	}
+}
+
+// Instrument exports the segments a manager purged.
+func TestPurgeCountedInMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	m := rs.NewInMemoryManager()
+	im := rs.Instrument(m)
+	tp := testTP(0)
+	for i := range int64(3) {
+		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+		require.NoError(t, im.AddRemoteLogSegmentMetadata(ctx, s))
+		for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
+			require.NoError(t, im.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
+		}
+	}
+	const want = `
+# HELP rlmm_purged_segments_total Forgotten segments this manager deleted (purge.go), in the background and through PurgeForgotten.
+# TYPE rlmm_purged_segments_total counter
+rlmm_purged_segments_total %d
+`
+	require.NoError(t, testutil.CollectAndCompare(im, strings.NewReader(fmt.Sprintf(want, 0)), "rlmm_purged_segments_total"))
+	n, err := m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	require.NoError(t, testutil.CollectAndCompare(im, strings.NewReader(fmt.Sprintf(want, 3)), "rlmm_purged_segments_total"))
+	problems, err := testutil.CollectAndLint(im, "rlmm_purged_segments_total")
+	require.NoError(t, err)
+	require.Empty(t, problems)
 }
