@@ -132,10 +132,21 @@ func (m *PgManager) PurgeForgotten(ctx context.Context, olderThan time.Duration)
 // rlmm_purged_segments_total.
 func (m *PgManager) PurgedSegments() int64 { return m.purged.Load() }
 
-// purger runs a PgManager's background purge.
+// purger runs a PgManager's background purge. Between two purges it holds
+// no goroutine, only a timer: a manager that is never closed leaves nothing
+// running until the timer fires.
 type purger struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	m         *PgManager
+	retention time.Duration
+	interval  time.Duration
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // a purge in flight
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	failing bool // the last purge failed (logged once per failing streak)
 }
 
 // startPurger starts m's background purge; nil when the retention is 0.
@@ -145,40 +156,62 @@ func startPurger(m *PgManager) *purger {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &purger{cancel: cancel}
-	interval := min(maxPurgeInterval, max(minPurgeInterval, retention/4))
-	p.wg.Go(func() {
-		failing := false
-		for {
-			// ±25 % jitter.
-			pause := interval*3/4 + rand.N(interval/2+1)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(pause):
-			}
-			runCtx, cancelRun := context.WithTimeout(ctx, 5*time.Minute)
-			_, err := m.PurgeForgotten(runCtx, retention)
-			cancelRun()
-			switch {
-			case err != nil && ctx.Err() == nil && !failing:
-				failing = true
-				m.logWarn("background purge of forgotten segments failed; it retries at its next interval", "error", err)
-			case err == nil && failing:
-				failing = false
-				m.logInfo("background purge of forgotten segments works again")
-			}
-		}
-	})
+	p := &purger{m: m, retention: retention, ctx: ctx, cancel: cancel,
+		interval: min(maxPurgeInterval, max(minPurgeInterval, retention/4))}
+	p.mu.Lock()
+	p.arm()
+	p.mu.Unlock()
 	return p
 }
 
-// stop stops the background purge and waits for it; a batch in flight is
-// cancelled (its transaction rolls back).
+// arm schedules the next purge after the interval, ±25 % jitter. Callers
+// hold p.mu.
+func (p *purger) arm() {
+	pause := p.interval*3/4 + rand.N(p.interval/2+1)
+	p.timer = time.AfterFunc(pause, p.run)
+}
+
+// run purges what the retention expired, then schedules the next run.
+func (p *purger) run() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Minute)
+	_, err := p.m.PurgeForgotten(ctx, p.retention)
+	cancel()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	switch {
+	case err != nil && !p.failing:
+		p.failing = true
+		p.m.logWarn("background purge of forgotten segments failed; it retries at its next interval", "error", err)
+	case err == nil && p.failing:
+		p.failing = false
+		p.m.logInfo("background purge of forgotten segments works again")
+	}
+	p.arm()
+}
+
+// stop stops the background purge and waits for a purge in flight, which
+// is cancelled (its statement's transaction rolls back).
 func (p *purger) stop() {
 	if p == nil {
 		return
 	}
+	p.mu.Lock()
+	p.stopped = true
+	p.timer.Stop()
+	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
 }
