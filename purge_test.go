@@ -430,3 +430,71 @@ rlmm_purged_segments_total %d
 	require.NoError(t, err)
 	require.Empty(t, problems)
 }
+
+// A purge waits on nobody: rows whose partition a writer holds are skipped,
+// and purged by the next purge once the writer is done.
+func TestPurgeSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	m := newPurgeManager(t, dsn)
+	held, free := testTP(0), testTP(1)
+	for _, tp := range []rs.TopicIDPartition{held, free} {
+		s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+		for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
+			require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
+		}
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background()) //nolint:errcheck // released below
+	_, err = tx.Exec(ctx, "SELECT 1 FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2 FOR UPDATE", held.TopicID, held.Partition)
+	require.NoError(t, err)
+
+	// With the lock held, the purge returns (it would wait for ever
+	// otherwise: the context bounds only a failure of this test).
+	purgeCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n, err := m.PurgeForgotten(purgeCtx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the free partition's segment")
+	require.NoError(t, tx.Rollback(ctx))
+	n, err = m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the held partition's segment, once released")
+}
+
+// The delete guard lets only the purge take a finished partition's delete
+// record, and only once its segments are gone.
+func TestPurgeGuardKeepsDeleteRecordWhileSegmentsRemain(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	m := newPurgeManager(t, dsn)
+	tp := testTP(0)
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})))
+	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: st}))
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	clearRecord := `UPDATE rlmm_partitions
+		SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL,
+		    version = version + 1, purged_version = version + 1
+		WHERE topic_id = $1 AND partition = $2`
+	_, err = pool.Exec(ctx, clearRecord, tp.TopicID, tp.Partition)
+	require.ErrorContains(t, err, "not an allowed transition", "a segment remains")
+	_, err = pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL
+		WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
+	require.ErrorContains(t, err, "not an allowed transition", "a plain manual clear")
+	n, err := m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	require.Zero(t, countRows(t, pool, "rlmm_segments"))
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})), "adds work again")
+}
