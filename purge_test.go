@@ -17,7 +17,6 @@ import (
 	"github.com/krabka/remotestorage/rlmmtest"
 )
 
-
 // PurgeForgotten's contract (rlmmtest.RunPurge), on both managers, each
 // on a store of its own.
 func TestPurgeForgotten(t *testing.T) {
