@@ -240,7 +240,9 @@ type memForgotten struct {
 func (m *InMemoryManager) forgetSegment(id uuid.UUID, key partitionKey) {
 	at := m.now()
 	m.forgottenAt[id] = at
-	m.expiry = append(m.expiry, memForgotten{id: id, key: key, at: at})
+	if m.opts.retention() > 0 {
+		m.expiry = append(m.expiry, memForgotten{id: id, key: key, at: at})
+	}
 }
 
 // forgetPartition records that the delete of partition key finished now.
@@ -248,7 +250,9 @@ func (m *InMemoryManager) forgetSegment(id uuid.UUID, key partitionKey) {
 func (m *InMemoryManager) forgetPartition(key partitionKey) {
 	at := m.now()
 	m.deletedAt[key] = at
-	m.expiry = append(m.expiry, memForgotten{key: key, at: at})
+	if m.opts.retention() > 0 {
+		m.expiry = append(m.expiry, memForgotten{key: key, at: at})
+	}
 }
 
 // purgeExpired purges, before a write, up to a batch of what the retention
