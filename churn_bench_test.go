@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,4 +114,111 @@ SELECT topic_id, partition, segment_id, 0, start_offset, end_offset, state, star
 			}
 		})
 	}
+}
+
+// With purging, the tables follow what is live, not history: a partition
+// keeps its live segments while each of 40 rounds adds, finishes and
+// deletes as many more, then purges them and runs a plain VACUUM. The rlmm
+// tables' size at round 40 is at most 1.25× their size at round 10. Small
+// here (10 segments a round), to run in the tests: without the purge the
+// same run grows 1.5×. BenchmarkChurnSize runs it at 200 segments a round.
+func TestChurnSizeFollowsLiveSegments(t *testing.T) {
+	t.Parallel()
+	at10, at40 := churnSizes(t, 10, 10, true)
+	t.Logf("round 10: %d kB, round 40: %d kB (%.2f×)", at10/1024, at40/1024, float64(at40)/float64(at10))
+	require.LessOrEqual(t, float64(at40), 1.25*float64(at10), "the tables grew with history")
+}
+
+// BenchmarkChurnSize is the churn of TestChurnSizeFollowsLiveSegments at
+// 200 live segments and 200 a round, with the purge and without it (the
+// baseline), reporting the tables' size at rounds 10 and 40.
+//
+//	go test -run '^$' -bench 'ChurnSize' -benchtime 1x .
+func BenchmarkChurnSize(b *testing.B) {
+	for _, purge := range []bool{true, false} {
+		b.Run(fmt.Sprintf("purge=%t", purge), func(b *testing.B) {
+			for b.Loop() {
+				at10, at40 := churnSizes(b, 200, 200, purge)
+				b.ReportMetric(float64(at10)/1024, "kB-round-10")
+				b.ReportMetric(float64(at40)/1024, "kB-round-40")
+				b.ReportMetric(float64(at40)/float64(at10), "growth")
+			}
+		})
+	}
+}
+
+// churnSizes runs 40 rounds of churn on one partition that keeps live
+// segments: each round adds, finishes and deletes perRound segments, then
+// (with purge) purges them, then runs a plain VACUUM. It returns the
+// tables' size after rounds 10 and 40.
+func churnSizes(t testing.TB, live, perRound int, purge bool) (at10, at40 int64) {
+	const rounds, writers = 40, 4
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	m, err := rs.NewPgManager(ctx, pool, rs.WithForgottenRetention(0))
+	require.NoError(t, err)
+	defer m.Close()
+	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "churn", Partition: 0}
+	next := int64(0)
+	// write adds n segments after the last one, finishing each, and
+	// deleting each when forget is set; writers at once.
+	write := func(n int, forget bool) {
+		segs := make([]rs.RemoteLogSegmentMetadata, n)
+		for i := range segs {
+			segs[i] = segment(tp, next*100, next*100+99, map[rs.LeaderEpoch]int64{0: next * 100})
+			next++
+		}
+		states := []rs.RemoteLogSegmentState{rs.CopySegmentFinished}
+		if forget {
+			states = append(states, rs.DeleteSegmentStarted, rs.DeleteSegmentFinished)
+		}
+		errs := make([]error, writers)
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := w; i < n && errs[w] == nil; i += writers {
+					errs[w] = m.AddRemoteLogSegmentMetadata(ctx, segs[i])
+					for _, st := range states {
+						if errs[w] == nil {
+							errs[w] = m.UpdateRemoteLogSegmentMetadata(ctx, update(segs[i], st))
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	size := func() int64 {
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT sum(pg_total_relation_size(c))::bigint
+			FROM unnest(ARRAY['rlmm_partitions', 'rlmm_segments', 'rlmm_segment_epochs', 'rlmm_epoch_ends']::regclass[]) c`).Scan(&n))
+		return n
+	}
+	write(live, false)
+	for round := 1; round <= rounds; round++ {
+		write(perRound, true)
+		if purge {
+			n, err := m.PurgeForgotten(ctx, 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(perRound), n, "round %d", round)
+		}
+		_, err = pool.Exec(ctx, "VACUUM rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends")
+		require.NoError(t, err)
+		switch round {
+		case 10:
+			at10 = size()
+		case rounds:
+			at40 = size()
+		}
+	}
+	list, err := m.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.Len(t, list, live)
+	return at10, at40
 }

@@ -1,6 +1,8 @@
 package remotestorage
 
 import (
+	"time"
+
 	"context"
 
 	"github.com/krabka/remotestorage/internal/db"
@@ -70,4 +72,14 @@ func (m *PgManager) CachedVersion(tp TopicIDPartition) int64 {
 		return -1
 	}
 	return v
+}
+
+// PurgesInBackground reports whether the manager runs the background purge.
+func (m *PgManager) PurgesInBackground() bool { return m.purger != nil }
+
+// SetClockForTest replaces the clock the manager's purge reads.
+func (m *InMemoryManager) SetClockForTest(now func() time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now = now
 }

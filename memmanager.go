@@ -3,6 +3,7 @@ package remotestorage
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -25,7 +26,14 @@ type InMemoryManager struct {
 
 	mu         sync.RWMutex
 	partitions map[partitionKey]*memPartition
-	takenIDs   map[uuid.UUID]partitionKey // every id ever added, and its partition
+	takenIDs   map[uuid.UUID]partitionKey // every id added and not purged, and its partition
+
+	// Purging (purge.go).
+	now            func() time.Time
+	forgottenAt    map[uuid.UUID]time.Time    // the segments in DELETE_SEGMENT_FINISHED, since when
+	deletedAt      map[partitionKey]time.Time // the partitions in DELETE_PARTITION_FINISHED, since when
+	expiry         []memForgotten             // both, in the order forgotten
+	purgedSegments int64
 }
 
 var _ RemoteLogMetadataManager = (*InMemoryManager)(nil)
@@ -37,6 +45,10 @@ func NewInMemoryManager(opts ...Option) *InMemoryManager {
 		opts:       newOptions(opts),
 		partitions: make(map[partitionKey]*memPartition),
 		takenIDs:   make(map[uuid.UUID]partitionKey),
+
+		now:         time.Now,
+		forgottenAt: make(map[uuid.UUID]time.Time),
+		deletedAt:   make(map[partitionKey]time.Time),
 	}
 }
 
@@ -47,6 +59,7 @@ func (m *InMemoryManager) AddRemoteLogSegmentMetadata(ctx context.Context, s Rem
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.purgeExpired()
 	id := s.SegmentID.ID
 	if _, taken := m.takenIDs[id]; taken {
 		return newError(ErrInvalidAdd, "segment %s: segment id was already added", id)
@@ -75,6 +88,7 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.purgeExpired()
 	key := keyOf(u.SegmentID.TopicIDPartition)
 	p := m.partitions[key]
 	if p == nil || p.deleteState == DeletePartitionFinished || m.takenIDs[u.SegmentID.ID] != key {
@@ -87,6 +101,7 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 			return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, DeleteSegmentFinished, u.State)
 		}
 		p.version++
+		m.forgetSegment(u.SegmentID.ID, key) // a retry is a write: forgotten since now
 		return nil
 	}
 	if !SegmentTransitionAllowed(s.state, u.State) {
@@ -110,6 +125,7 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 		// Forgotten: memory holds what is live, not history. The id stays
 		// taken in takenIDs.
 		delete(p.segments, u.SegmentID.ID)
+		m.forgetSegment(u.SegmentID.ID, key)
 	}
 	p.changed()
 	return nil
@@ -122,6 +138,7 @@ func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.purgeExpired()
 	key := keyOf(d.TopicIDPartition)
 	p := m.partitions[key]
 	from := partitionDeleteNone
@@ -137,6 +154,9 @@ func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, 
 	}
 	p.version++
 	p.deleteState = d.State
+	if d.State == DeletePartitionFinished {
+		m.forgetPartition(key) // a retry is a write: deleted since now
+	}
 	p.changed()
 	return nil
 }

@@ -25,6 +25,10 @@ type options struct {
 	cacheLoaders           int // WithCacheLoaders; 0: half the pool
 
 	listenerConnConfig *pgx.ConnConfig // PgManager cache only: WithListenerConnConfig; nil: the pool's
+
+	forgottenRetention    time.Duration // WithForgottenRetention (purge.go)
+	forgottenRetentionSet bool
+	purgeBatchSize        int // WithPurgeBatchSize; 0: the default
 }
 
 // DefaultMaxCustomMetadataBytes is the custom metadata limit when

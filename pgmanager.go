@@ -3,6 +3,8 @@ package remotestorage
 import (
 	"context"
 	"errors"
+	"sync/atomic"
+
 	"github.com/google/uuid"
 
 	"github.com/jackc/pgerrcode"
@@ -27,6 +29,8 @@ type PgManager struct {
 	cache   *pgCache  // nil without WithCache
 	notify  *notifier // tells other caches of this manager's writes, after commit
 	side    *sideConn // the connection of the manager's background statements
+	purger  *purger   // the background purge (purge.go); nil when off
+	purged  atomic.Int64
 }
 
 var _ RemoteLogMetadataManager = (*PgManager)(nil)
@@ -48,6 +52,7 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 	if m.opts.cache {
 		m.cache = newPgCache(m)
 	}
+	m.purger = startPurger(m)
 	return m, nil
 }
 
@@ -55,6 +60,7 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 // notifications, which first sends what is queued, and the cache's listener
 // and loaders). The pools are left open.
 func (m *PgManager) Close() {
+	m.purger.stop()
 	m.notify.close()
 	if m.cache != nil {
 		m.cache.close()

@@ -209,6 +209,13 @@ ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 		{name: "partition delete started", write: true, run: func() error {
 			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionStarted})
 		}},
+		// The purge's three statements (purge.go); the data holds nothing
+		// forgotten, so each must find that out from its partial index, not
+		// by reading the table.
+		{name: "purge forgotten", write: true, run: func() error {
+			_, err := m.PurgeForgotten(ctx, 0)
+			return err
+		}},
 		{name: "cache version poll", run: func() error {
 			return m.PollVersionsForTest(ctx, tp, deleteTP, rs.TopicIDPartition{TopicID: topicID, Partition: 3})
 		}},

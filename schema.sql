@@ -107,6 +107,16 @@ BEGIN
     EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I.rlmm_partition_delete_transitions WHERE from_state = $1 AND to_state = $2)',
                    TG_TABLE_SCHEMA)
         INTO allowed USING coalesce(OLD.delete_state, -1), coalesce(NEW.delete_state, -1);
+    -- 00011: the purge (PurgeForgotten) takes the delete record of a
+    -- partition whose delete finished long enough ago and whose segments it
+    -- has all deleted, so that adds work again. It is the only write that
+    -- stamps purged_version with the version it writes.
+    IF NOT allowed AND OLD.delete_state = 2 AND NEW.delete_state IS NULL
+       AND NEW.version > OLD.version AND NEW.purged_version = NEW.version THEN
+        EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %I.rlmm_segments WHERE topic_id = $1 AND partition = $2)',
+                       TG_TABLE_SCHEMA)
+            INTO allowed USING OLD.topic_id, OLD.partition;
+    END IF;
     IF NOT allowed THEN
         EXECUTE format('SELECT (SELECT name FROM %1$I.rlmm_partition_delete_states WHERE state = $1),
                                (SELECT name FROM %1$I.rlmm_partition_delete_states WHERE state = $2),
@@ -156,7 +166,8 @@ CREATE TABLE public.rlmm_partitions (
     delete_event_timestamp_ms bigint,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    vanished_version bigint DEFAULT 0 NOT NULL
+    vanished_version bigint DEFAULT 0 NOT NULL,
+    purged_version bigint DEFAULT 0 NOT NULL
 )
 WITH (fillfactor='50');
 
@@ -207,6 +218,10 @@ COMMENT ON COLUMN public.rlmm_partitions.updated_at IS 'When the partition was l
 -- Name: COLUMN rlmm_partitions.vanished_version; Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON COLUMN public.rlmm_partitions.vanished_version IS 'Largest version at which segment rows of the partition were deleted (a DBA''s DELETE, rlmmctl purge --drop-ids): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.';
+
+-- Name: COLUMN rlmm_partitions.purged_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.purged_version IS 'The version of the last purge write that took the partition''s finished delete record (0: none); the delete guard lets only such a write take it.';
 
 -- Name: rlmm_partitions_valid(public.rlmm_partitions); Type: FUNCTION; Schema: public; Owner: -
 
@@ -1306,6 +1321,14 @@ ALTER TABLE public.rlmm_segments
 
 COMMENT ON CONSTRAINT rlmm_segments_valid ON public.rlmm_segments IS 'Every rule of a segment row, in rlmm_segments_valid(); NOT VALID only because migration 00007 replaced equivalent constraints that had checked every existing row.';
 
+-- Name: rlmm_partitions_deleted_idx; Type: INDEX; Schema: public; Owner: -
+
+CREATE INDEX rlmm_partitions_deleted_idx ON public.rlmm_partitions USING btree (topic_id, partition) WHERE (delete_state = 2);
+
+-- Name: INDEX rlmm_partitions_deleted_idx; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON INDEX public.rlmm_partitions_deleted_idx IS 'The partitions in DELETE_PARTITION_FINISHED: what PurgeForgotten reads.';
+
 -- Name: rlmm_partitions_deleting_idx; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX rlmm_partitions_deleting_idx ON public.rlmm_partitions USING btree (delete_state) WHERE (delete_state = ANY (ARRAY[0, 1]));
@@ -1329,6 +1352,14 @@ CREATE INDEX rlmm_segment_epochs_lookup_idx ON public.rlmm_segment_epochs USING 
 -- Name: rlmm_segments_changes_idx; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX rlmm_segments_changes_idx ON public.rlmm_segments USING btree (topic_id, partition, last_version);
+
+-- Name: rlmm_segments_forgotten_idx; Type: INDEX; Schema: public; Owner: -
+
+CREATE INDEX rlmm_segments_forgotten_idx ON public.rlmm_segments USING btree (updated_at) WHERE (state = 3);
+
+-- Name: INDEX rlmm_segments_forgotten_idx; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON INDEX public.rlmm_segments_forgotten_idx IS 'The segments in DELETE_SEGMENT_FINISHED by when they got there: what PurgeForgotten reads.';
 
 -- Name: rlmm_segments_in_flight_idx; Type: INDEX; Schema: public; Owner: -
 

@@ -87,6 +87,8 @@ var durationBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16)
 //	                                                 invalid_partition_delete_transition, not_ready,
 //	                                                 io, other
 //	rlmm_pool_*{pool}                                with WithPoolStats: see poolStatsCollector
+//	rlmm_purged_segments_total                       segments the wrapped manager purged (PurgeForgotten
+//	                                                 and its background purge), when it purges
 //
 // operation is the method name, e.g. "RemoteLogSegmentMetadata". A stream's
 // duration is the time spent in the stream, not in the caller's loop body.
@@ -95,7 +97,8 @@ type InstrumentedManager struct {
 	logger   *slog.Logger
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
-	pools    *poolStatsCollector // nil without WithPoolStats
+	pools    *poolStatsCollector  // nil without WithPoolStats
+	purged   prometheus.Collector // nil when the wrapped manager does not purge
 }
 
 var (
@@ -144,6 +147,14 @@ func Instrument(m rs.Manager, opts ...InstrumentOption) *InstrumentedManager {
 	if len(c.pools) > 0 {
 		im.pools = newPoolStatsCollector(c.pools, c.constLabels)
 	}
+	if p, ok := m.(interface{ PurgedSegments() int64 }); ok {
+		im.purged = prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace:   "rlmm",
+			Name:        "purged_segments_total",
+			Help:        "Forgotten segments this manager deleted (purge.go), in the background and through PurgeForgotten.",
+			ConstLabels: c.constLabels,
+		}, func() float64 { return float64(p.PurgedSegments()) })
+	}
 	if c.registerer != nil {
 		if err := c.registerer.Register(im); err != nil {
 			panic("remotestorage: Instrument: register the metrics: " + err.Error())
@@ -162,6 +173,9 @@ func (im *InstrumentedManager) Describe(ch chan<- *prometheus.Desc) {
 	if im.pools != nil {
 		im.pools.Describe(ch)
 	}
+	if im.purged != nil {
+		im.purged.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -170,6 +184,9 @@ func (im *InstrumentedManager) Collect(ch chan<- prometheus.Metric) {
 	im.errors.Collect(ch)
 	if im.pools != nil {
 		im.pools.Collect(ch)
+	}
+	if im.purged != nil {
+		im.purged.Collect(ch)
 	}
 }
 

@@ -333,7 +333,7 @@ func parseUpSection(file string, content string) (upSection, error) {
 	if m == nil {
 		return s, fmt.Errorf("migration %s: the name does not start with a version", file)
 	}
-	// Base 10 always: fmt.Sscan reads "00010" as octal 8.
+	// Decimal, leading zeros and all: fmt.Sscan would read "00011" as octal.
 	version, err := strconv.ParseInt(m[1], 10, 64)
 	if err != nil {
 		return s, fmt.Errorf("migration %s: version: %w", file, err)

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgcluster"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
@@ -82,11 +86,15 @@ func TestMigrateSQL(t *testing.T) {
 	// library and goose see a migrated schema.
 	dsn := pgtest.NewEmptyDatabase(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
+	// As the help says, with psql: statement by statement, so that a
+	// migration marked NO TRANSACTION (CREATE INDEX CONCURRENTLY) runs
+	// outside a transaction block, where one multi-statement query would not.
+	bin, err := pgcluster.FindBinDir()
 	require.NoError(t, err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, sql) // no arguments: the simple protocol runs the whole script
-	require.NoError(t, err)
+	psql := exec.CommandContext(ctx, filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "-", dsn)
+	psql.Stdin = strings.NewReader(sql)
+	out, err := psql.CombinedOutput()
+	require.NoError(t, err, string(out))
 
 	status := ok(t, dsn, "migrate", "status")
 	require.Contains(t, status, fmt.Sprintf("schema version %d: up to date", remotestorage.SchemaVersion))
@@ -114,6 +122,11 @@ DROP FUNCTION f();
 	require.EqualValues(t, 7, s.version)
 	require.Equal(t, "CREATE FUNCTION f() RETURNS int AS $$ SELECT 1 $$ LANGUAGE sql;", s.sql)
 	require.False(t, s.noTransaction)
+	for file, version := range map[string]int64{"00008_x.sql": 8, "00011_x.sql": 11, "00100_x.sql": 100} {
+		s, err := parseUpSection(file, "-- +goose Up\nSELECT 1;\n")
+		require.NoError(t, err)
+		require.Equal(t, version, s.version, "%s: the version is decimal, not octal", file)
+	}
 
 	s, err = parseUpSection("00008_y.sql", "-- +goose NO TRANSACTION\n-- +goose Up\nCREATE INDEX CONCURRENTLY i ON t (c);\n")
 	require.NoError(t, err)

@@ -63,49 +63,40 @@ func TestPurge(t *testing.T) {
 	require.Contains(t, out, "dry run")
 	require.Equal(t, 3, epochRows(old...))
 
-	// Apply, keeping the ids taken: epoch rows and custom metadata go, the
-	// segment rows stay, and the brokers see no difference.
-	out = ok(t, dsn, "purge", "--apply")
-	require.Contains(t, out, "purged 3 segments in 2 topics")
+	// Apply: the library's purge deletes the old forgotten rows, epoch rows
+	// included, and the brokers see no difference.
+	out = ok(t, dsn, "purge", "--apply", "--batch-size", "2")
+	require.Contains(t, out, "found 3 segments in 2 topics")
+	require.Contains(t, out, "purged 3 segments")
 	require.Equal(t, 0, epochRows(old...))
-	require.Equal(t, 3, segmentRows(old...))
-	require.Equal(t, 0, count(`SELECT count(*) FROM rlmm_segments WHERE segment_id = ANY($1) AND custom_metadata IS NOT NULL`, old))
+	require.Equal(t, 0, segmentRows(old...))
 	require.Equal(t, 1, epochRows(s7.ID), "forgotten less than a week ago")
+	require.Equal(t, 1, segmentRows(s7.ID))
 	listAfter, err := m.ListRemoteLogSegments(ctx, d.orders)
 	require.NoError(t, err)
 	require.Equal(t, listBefore, listAfter)
-	err = m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
+	// The deleted partition's segments are gone, and with them its delete
+	// record: adds to it work again.
+	require.Equal(t, 0, count(`SELECT count(*) FROM rlmm_partitions WHERE topic_id = $1 AND delete_state IS NOT NULL`, d.gone.TopicID))
+	// A purged id may be added again.
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
 		SegmentID:   remotestorage.RemoteLogSegmentID{TopicIDPartition: d.orders, ID: d.s[0]},
-		StartOffset: 0, EndOffset: 999, State: remotestorage.CopySegmentStarted,
-		SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 0},
-	})
-	require.ErrorIs(t, err, remotestorage.ErrInvalidAdd, "a purged id stays taken")
-	// A late retry of the final update still succeeds, as before the purge.
-	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
-		SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: d.orders, ID: d.s[0]}, State: remotestorage.DeleteSegmentFinished}))
-	// That retry was a write: it restarted s0's retention clock. Back-date again.
-	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '10 days' WHERE segment_id = $1`, d.s[0])
-	require.NoError(t, err)
-
+		StartOffset: 9000, EndOffset: 9999, State: remotestorage.CopySegmentStarted,
+		SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 9000},
+	}))
 	require.Contains(t, ok(t, dsn, "purge", "--apply"), "nothing to purge")
 
-	// --drop-ids deletes the rows; the recent s7 still stays.
-	require.Contains(t, ok(t, dsn, "purge", "--drop-ids"), "would purge 3 segments")
-	out = ok(t, dsn, "purge", "--apply", "--drop-ids", "--batch-size", "2")
-	require.Contains(t, out, "purged 3 segments in 2 topics")
-	require.Contains(t, out, "purged in 2 transactions")
-	require.Equal(t, 0, segmentRows(old...))
-	require.Equal(t, 1, segmentRows(s7.ID))
-	// The deleted partition keeps its row: it must go on refusing adds.
-	require.Equal(t, 1, count(`SELECT count(*) FROM rlmm_partitions WHERE topic_id = $1 AND delete_state = 2`, d.gone.TopicID))
-
 	// A zero retention purges what was forgotten a moment ago.
-	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '1 second' WHERE segment_id = $1`, s7.ID)
-	require.NoError(t, err)
-	require.Contains(t, ok(t, dsn, "purge", "--older-than", "0s", "--apply", "--drop-ids"), "purged 1 segments")
+	require.Contains(t, ok(t, dsn, "purge", "--older-than", "0s"), "would purge 1 segments")
+	require.Contains(t, ok(t, dsn, "purge", "--older-than", "0s", "--apply"), "purged 1 segments")
 	require.Equal(t, 0, segmentRows(s7.ID))
 
-	r := rlmmctl(t, nil, "--database-url", dsn, "purge", "--older-than", "-1h")
+	// --drop-ids is accepted, and changes nothing: purging frees the ids.
+	r := rlmmctl(t, nil, "--database-url", dsn, "purge", "--drop-ids")
+	require.Equal(t, 0, r.code, r.output())
+	require.Contains(t, r.output(), "deprecated")
+
+	r = rlmmctl(t, nil, "--database-url", dsn, "purge", "--older-than", "-1h")
 	require.Equal(t, exitUsage, r.code, r.output())
 	r = rlmmctl(t, nil, "--database-url", dsn, "purge", "--older-than", "a week")
 	require.Equal(t, exitUsage, r.code, r.output())

@@ -59,6 +59,8 @@ type RlmmPartition struct {
 	UpdatedAt pgtype.Timestamptz
 	// Largest version at which segment rows of the partition were deleted (a DBA's DELETE, rlmmctl purge --drop-ids): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.
 	VanishedVersion int64
+	// The version of the last purge write that took the partition's finished delete record (0: none); the delete guard lets only such a write take it.
+	PurgedVersion int64
 }
 
 // The partition-delete states: code (rlmm_partitions.delete_state) and name. -1 NONE stands for a NULL delete_state (no delete record). Read-only; mirrors statemachine.go.

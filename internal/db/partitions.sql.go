@@ -294,7 +294,7 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 }
 
 const partitionGet = `-- name: PartitionGet :one
-SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version FROM rlmm_partitions
+SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version, purged_version FROM rlmm_partitions
 WHERE topic_id = $1::uuid AND partition = $2::integer
 `
 
@@ -318,6 +318,7 @@ func (q *Queries) PartitionGet(ctx context.Context, db DBTX, arg PartitionGetPar
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.VanishedVersion,
+		&i.PurgedVersion,
 	)
 	return i, err
 }
