@@ -3,6 +3,8 @@ package pgtest
 import (
 	"context"
 	"flag"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,12 +115,31 @@ func TestServer(t *testing.T) {
 	case FromLocal:
 		require.NotNil(t, info.Cluster)
 		require.True(t, info.Cluster.Running())
-	case FromDocker, FromDatabaseURL:
+	case FromContainer, FromDatabaseURL:
 		require.Nil(t, info.Cluster)
 	default:
 		t.Fatalf("unknown kind %q", info.Kind)
 	}
-	t.Logf("server: %s %s", info.Kind, info.AdminURL)
+	if want := os.Getenv("PGTEST_ROUTE"); want != "" {
+		require.True(t, strings.EqualFold(want, string(info.Kind)), "PGTEST_ROUTE=%s, yet the route taken is %s", want, info.Kind)
+	}
+	t.Logf("server: %s %s (%s)", info.Kind, redact(info.AdminURL), info.Detail)
+}
+
+// A route that cannot run says why; a misspelt one is refused, not ignored.
+func TestRouteErrors(t *testing.T) {
+	t.Setenv("PGTEST_ROUTE", "docker")
+	_, err := routeFromEnv()
+	require.ErrorContains(t, err, `PGTEST_ROUTE="docker" is not a route; use DATABASE_URL, container or local`)
+
+	t.Setenv("PGTEST_ROUTE", "Container")
+	route, err := routeFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, FromContainer, route)
+
+	t.Setenv("DATABASE_URL", "")
+	_, _, err = tryRoute(t.Context(), FromDatabaseURL)
+	require.EqualError(t, err, "DATABASE_URL is not set")
 }
 
 // TestCloneTiming logs what NewDatabase costs, one at a time and from eight
