@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -207,4 +208,34 @@ func TestDatabaseName(t *testing.T) {
 	require.NotEqual(t, a, b)
 	require.LessOrEqual(t, len(a), 63)
 	require.Regexp(t, `^t_testsomething_with_spaces_[a-z0-9_]+_[0-9a-f]{12}$`, a)
+}
+
+// runSelf runs this test binary's TestServer in a child process with env
+// added to (and overriding) this process's environment.
+func runSelf(t *testing.T, env ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestServer$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// A route named by PGTEST_ROUTE that cannot run fails the tests, saying
+// why; it does not fall back to another route.
+func TestNamedRouteDoesNotFallBack(t *testing.T) {
+	t.Parallel()
+	out, err := runSelf(t, "PGTEST_ROUTE=container", "DOCKER_HOST=unix:///nonexistent/docker.sock", "DATABASE_URL=")
+	require.Error(t, err, out)
+	require.Contains(t, out, "pgtest: PGTEST_ROUTE=container: no container engine at DOCKER_HOST=unix:///nonexistent/docker.sock")
+	require.NotContains(t, out, "pgtest: route local")
+}
+
+// Unset, PGTEST_ROUTE takes the first route that works, and says once why
+// it passed over the container route, and which route it took.
+func TestFirstRouteThatWorksIsNamed(t *testing.T) {
+	t.Parallel()
+	out, err := runSelf(t, "PGTEST_ROUTE=", "DOCKER_HOST=unix:///nonexistent/docker.sock", "DATABASE_URL=")
+	require.NoError(t, err, out)
+	require.Equal(t, 1, strings.Count(out, "pgtest: route container not taken: no container engine at DOCKER_HOST=unix:///nonexistent/docker.sock"), out)
+	require.Equal(t, 1, strings.Count(out, "pgtest: route local: PostgreSQL "), out)
 }
