@@ -68,13 +68,16 @@ docker_host() {
 	fi
 }
 
+# One project name wherever the checkout is, so its network is known.
+project=remotestorage
+
 compose() {
 	if [ "$(name)" = docker ]; then
-		docker compose "$@"
+		docker compose -p "$project" "$@"
 	elif podman compose version >/dev/null 2>&1; then
-		podman compose "$@"
+		podman compose -p "$project" "$@"
 	elif command -v podman-compose >/dev/null 2>&1; then
-		podman-compose "$@"
+		podman-compose -p "$project" "$@"
 	else
 		echo "engine.sh: neither 'podman compose' nor podman-compose is available (apt-get install podman-compose)" >&2
 		return 1
@@ -110,6 +113,12 @@ case "$cmd" in
 	docker-host) docker_host ;;
 	compose) compose "$@" ;;
 	db-up) db_up ;;
-	db-down) compose down -v ;;
+	db-down)
+		compose down -v
+		# podman-compose 1.0.3 leaves the project's network behind.
+		if [ "$(name)" = podman ] && podman network exists "${project}_default"; then
+			podman network rm "${project}_default" >/dev/null
+		fi
+		;;
 	*) echo "usage: engine.sh name|service|docker-host|compose ARGS|db-up|db-down" >&2; exit 2 ;;
 esac
