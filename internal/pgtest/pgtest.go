@@ -277,7 +277,7 @@ func findServer(ctx context.Context) (ServerInfo, func() error, error) {
 		return ServerInfo{}, nil, err
 	}
 	if want != "" {
-		info, stop, err := tryRoute(ctx, want)
+		info, stop, err := tryRoute(ctx, want, true)
 		if err != nil {
 			return ServerInfo{}, nil, fmt.Errorf("pgtest: PGTEST_ROUTE=%s: %w", want, err)
 		}
@@ -285,7 +285,7 @@ func findServer(ctx context.Context) (ServerInfo, func() error, error) {
 	}
 
 	if os.Getenv("DATABASE_URL") != "" {
-		info, stop, err := tryRoute(ctx, FromDatabaseURL)
+		info, stop, err := tryRoute(ctx, FromDatabaseURL, false)
 		if err != nil {
 			return ServerInfo{}, nil, fmt.Errorf("pgtest: %w", err)
 		}
@@ -293,7 +293,7 @@ func findServer(ctx context.Context) (ServerInfo, func() error, error) {
 	}
 	why := map[ServerKind]error{}
 	for _, route := range []ServerKind{FromContainer, FromLocal} {
-		info, stop, err := tryRoute(ctx, route)
+		info, stop, err := tryRoute(ctx, route, false)
 		if err == nil {
 			return info, stop, nil
 		}
@@ -325,8 +325,9 @@ func routeFromEnv() (ServerKind, error) {
 		v, FromDatabaseURL, FromContainer, FromLocal)
 }
 
-// tryRoute starts (or reaches) the server of one route.
-func tryRoute(ctx context.Context, route ServerKind) (ServerInfo, func() error, error) {
+// tryRoute starts (or reaches) the server of one route; named says
+// PGTEST_ROUTE named it.
+func tryRoute(ctx context.Context, route ServerKind, named bool) (ServerInfo, func() error, error) {
 	switch route {
 	case FromDatabaseURL:
 		dsn := os.Getenv("DATABASE_URL")
@@ -340,7 +341,7 @@ func tryRoute(ctx context.Context, route ServerKind) (ServerInfo, func() error, 
 		_ = conn.Close(ctx)
 		return ServerInfo{Kind: FromDatabaseURL, AdminURL: dsn, Detail: "at " + redact(dsn)}, nil, nil
 	case FromContainer:
-		if err := engineHealthy(ctx); err != nil {
+		if err := engineHealthy(ctx, named); err != nil {
 			return ServerInfo{}, nil, err
 		}
 		return startContainer(ctx)
@@ -373,23 +374,32 @@ func engineHost() string {
 	return "the default Docker socket (DOCKER_HOST unset)"
 }
 
-// engineHealthy asks the engine for its info, giving up after a few seconds.
-// With no engine it fails in about a millisecond; the timeout is for a
-// DOCKER_HOST that does not answer, since testcontainers' discovery does not
-// take a context.
-func engineHealthy(ctx context.Context) error {
-	const timeout = 5 * time.Second
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// engineHealthy asks the engine for its info. With no engine it fails in
+// about a millisecond. A DOCKER_HOST that does not answer would hang, since
+// testcontainers' discovery does not take a context, so the question is
+// bounded: by ctx (the server's start-up budget) when PGTEST_ROUTE names
+// the container route, and by autoEngineTimeout when the route is chosen
+// automatically, where a silent engine should not hold up the local route
+// for minutes. podman's API service answers its info in 1-2 s on a busy
+// 2-core machine.
+func engineHealthy(ctx context.Context, named bool) error {
+	if !named {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, autoEngineTimeout)
+		defer cancel()
+	}
 	result := make(chan error, 1)
 	go func() { result <- askEngine(ctx) }()
 	select {
 	case err := <-result:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("no container engine answered within %v at %s", timeout, engineHost())
+		return fmt.Errorf("no container engine answered at %s: %w", engineHost(), context.Cause(ctx))
 	}
 }
+
+// autoEngineTimeout bounds the engine's first answer when no route is named.
+const autoEngineTimeout = 30 * time.Second
 
 // askEngine is engineHealthy without the bound. testcontainers panics in
 // some discovery paths when there is no engine.

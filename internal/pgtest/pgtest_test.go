@@ -139,7 +139,7 @@ func TestRouteErrors(t *testing.T) {
 	require.Equal(t, FromContainer, route)
 
 	t.Setenv("DATABASE_URL", "")
-	_, _, err = tryRoute(t.Context(), FromDatabaseURL)
+	_, _, err = tryRoute(t.Context(), FromDatabaseURL, true)
 	require.EqualError(t, err, "DATABASE_URL is not set")
 }
 
