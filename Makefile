@@ -78,20 +78,12 @@ test-deps: # The tests run a real PgBouncer (Debian's package): install it when 
 pg-user: # PostgreSQL refuses to run as root: make sure the unprivileged user exists.
 	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then useradd --system --user-group --no-create-home postgres; fi
 
-.PHONY: db-up
-db-up: ## Start PostgreSQL in Docker (docker compose); then export DATABASE_URL=postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable
-	docker compose up -d --wait
-
-.PHONY: db-down
-db-down: ## Stop the Docker PostgreSQL and delete its data.
-	docker compose down -v
-
 .PHONY: psql
 psql: ## Open psql on DATABASE_URL (or the Docker database).
 	psql "$${DATABASE_URL:-postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable}"
 
 .PHONY: ci
-ci: lint check-generated test fuzz kafka-e2e ## What .ci/run runs.
+ci: lint check-generated test fuzz kafka-e2e ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
 
 .PHONY: bench
 bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments, then a fresh never-analyzed database (~11 min; BENCH_FLAGS=-segments=10000000 for 10M).
@@ -203,3 +195,53 @@ kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throu
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test='RlmmdPluginIT#lookupLatency,KafkaCopyBench' -Dfailsafe.failIfNoSpecifiedTests=false
+
+# ---- Containers: the PostgreSQL image, the container route, docker-compose.yml ----
+# Docker when a Docker daemon answers, else podman (internal/pgtest/image/engine.sh;
+# CONTAINER_ENGINE=docker|podman overrides). docs/TESTING.md has the details.
+PG_IMAGE_DIR := internal/pgtest/image
+PG_IMAGE_ENGINE = $(shell $(PG_IMAGE_DIR)/engine.sh name)
+# Named by a hash of its inputs, so it is rebuilt only when they change.
+PG_IMAGE = localhost/remotestorage-postgres:15-$(shell cat $(PG_IMAGE_DIR)/build.sh $(PG_IMAGE_DIR)/entrypoint.sh | sha256sum | cut -c1-12)
+PG_IMAGE_ALIAS := localhost/remotestorage-postgres:15
+# The tests of the container route: the conformance suites (with the
+# randomized model test), the racing brokers, and pgtest's own.
+TEST_CONTAINER_RUN ?= ^(Test.*Conformance|Test.*Brokers.*|TestRefusalNamesTheStateAfterTheLock|TestServer|TestRouteErrors|TestParallelTestsGetDifferentMigratedDatabases|TestWritesAreIsolated|TestDatabaseIsDroppedAtCleanup)$$
+TEST_CONTAINER_PKGS ?= . ./internal/pgtest
+# The root package's share took 503 s under a load average of 30 on 2 cores.
+TEST_CONTAINER_FLAGS ?= -race -count=1 -timeout 20m
+# go test -v without the RUN/PAUSE/CONT lines and the subtests' PASS lines:
+# what remains names the route, each test's result and any failure.
+TEST_CONTAINER_FILTER := grep -vE '^ *(=== (RUN|PAUSE|CONT|NAME)|    +--- PASS|--- PASS: .*/)'
+
+.PHONY: image
+image: ## Build the PostgreSQL 15 test image from Debian's packages (debootstrap; root), unless its inputs are unchanged.
+	@$(PG_IMAGE_DIR)/build.sh $(PG_IMAGE_ENGINE) $(PG_IMAGE) $(PG_IMAGE_ALIAS)
+
+.PHONY: test-container
+test-container: pg-user test-deps image ## The container route: testcontainers starts the image through Docker or podman's API; conformance, randomized model, racing brokers.
+	@$(PG_IMAGE_DIR)/engine.sh service
+	set -o pipefail; \
+	engine=$(PG_IMAGE_ENGINE); \
+	if [ $$engine = podman ]; then export TESTCONTAINERS_RYUK_DISABLED=$${TESTCONTAINERS_RYUK_DISABLED:-true}; fi; \
+	DOCKER_HOST=$$($(PG_IMAGE_DIR)/engine.sh docker-host) \
+	TESTCONTAINERS_HOST_OVERRIDE=$${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1} \
+	PGTEST_ROUTE=container PGTEST_IMAGE=$(PG_IMAGE) \
+	$(GO) test $(TEST_CONTAINER_FLAGS) -v -run '$(TEST_CONTAINER_RUN)' $(TEST_CONTAINER_PKGS) 2>&1 | $(TEST_CONTAINER_FILTER)
+
+.PHONY: db-up
+db-up: image ## Start docker-compose.yml's PostgreSQL (docker compose, podman compose or podman-compose); then export DATABASE_URL=postgres://rlmm:rlmm@127.0.0.1:5432/rlmm?sslmode=disable
+	@PGTEST_IMAGE=$(PG_IMAGE) $(PG_IMAGE_DIR)/engine.sh db-up
+
+.PHONY: db-down
+db-down: ## Stop docker-compose.yml's PostgreSQL and delete its data.
+	@PGTEST_IMAGE=$(PG_IMAGE) $(PG_IMAGE_DIR)/engine.sh db-down
+
+.PHONY: test-database-url
+test-database-url: pg-user test-deps ## The DATABASE_URL route against docker-compose.yml's database (db-up, the container route's tests, db-down).
+	$(MAKE) db-up
+	set -o pipefail; status=0; \
+	DATABASE_URL=postgres://rlmm:rlmm@127.0.0.1:$${RLMM_DB_PORT:-5432}/rlmm?sslmode=disable PGTEST_ROUTE=DATABASE_URL \
+	$(GO) test $(TEST_CONTAINER_FLAGS) -v -run '$(TEST_CONTAINER_RUN)' $(TEST_CONTAINER_PKGS) 2>&1 | $(TEST_CONTAINER_FILTER) || status=$$?; \
+	$(MAKE) db-down; exit $$status
+# ---- end of Containers ----

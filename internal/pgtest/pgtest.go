@@ -10,18 +10,24 @@
 //		...
 //	}
 //
-// One server serves a whole test binary. It is found, the first time a test
-// asks, in this order:
+// One server serves a whole test binary. It comes by one of three routes,
+// chosen the first time a test asks:
 //
-//  1. DATABASE_URL, when set: an existing server; its user must be allowed to
-//     CREATE DATABASE. If it does not answer, tests fail: there is no fallback.
-//  2. Docker, when a daemon answers: a postgres:15 container started with
-//     testcontainers (removed by [Main], or by testcontainers' reaper).
-//  3. The local PostgreSQL server binaries: a throwaway cluster from package
-//     pgcluster, stopped and deleted by [Main].
+//  1. DATABASE_URL: an existing server; its user must be allowed to CREATE
+//     DATABASE. If it does not answer, tests fail: there is no fallback.
+//  2. container: testcontainers-go's postgres module starts [Image] through
+//     a Docker-compatible API (a Docker daemon, or podman's API service
+//     named by DOCKER_HOST); the container is removed by [Main].
+//  3. local: a throwaway cluster from the local PostgreSQL server binaries
+//     (package pgcluster), stopped and deleted by [Main].
 //
-// When none works the test fails, saying how to provide a database; it is
-// never skipped.
+// PGTEST_ROUTE names the route (DATABASE_URL, container or local); then only
+// that route is tried, and the tests fail, saying why, when it cannot run.
+// Unset, the routes are tried in the order above: DATABASE_URL when set,
+// else a container when an engine answers, else local. A route passed over
+// is named once, with the reason, on standard error, and so is the route
+// taken (visible with go test -v, or when a test fails). When none works the
+// test fails, saying how to provide a database; it is never skipped.
 //
 // The migrations of package migrations are applied once per server into a
 // template database named by a hash of the migration files, under an advisory
@@ -34,6 +40,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -51,11 +58,21 @@ import (
 	"github.com/krabka/remotestorage/migrations"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+	"github.com/testcontainers/testcontainers-go/wait"
 )
 
-// DockerImage is the image of the Docker route, pinned to the major version
-// production runs.
-const DockerImage = "postgres:15"
+// DefaultImage is the container route's image when PGTEST_IMAGE is unset:
+// the official image, pinned to the major version production runs. Where no
+// registry is reachable, build one with `make image`, which sets PGTEST_IMAGE.
+const DefaultImage = "postgres:15"
+
+// Image returns the container route's image: PGTEST_IMAGE, else DefaultImage.
+func Image() string {
+	if img := os.Getenv("PGTEST_IMAGE"); img != "" {
+		return img
+	}
+	return DefaultImage
+}
 
 // templateLockKey is the pg_advisory_lock key under which templates are built.
 const templateLockKey int64 = 0x7067746573745f74 // "pgtest_t"
@@ -63,16 +80,23 @@ const templateLockKey int64 = 0x7067746573745f74 // "pgtest_t"
 // ServerKind says where the server of a test binary came from.
 type ServerKind string
 
-// The routes to a server, in the order they are tried.
+// The routes to a server, in the order they are tried. PGTEST_ROUTE takes
+// these names.
 const (
 	FromDatabaseURL ServerKind = "DATABASE_URL"
-	FromDocker      ServerKind = "docker"
+	FromContainer   ServerKind = "container"
 	FromLocal       ServerKind = "local"
 )
+
+// routes lists the routes in the order they are tried.
+var routes = []ServerKind{FromDatabaseURL, FromContainer, FromLocal}
 
 // ServerInfo describes the server of this test binary.
 type ServerInfo struct {
 	Kind ServerKind
+	// Detail says what the route found: the image and engine of a
+	// container, the binaries of a local cluster.
+	Detail string
 	// AdminURL is a DSN for a maintenance database of the server, with the
 	// right to create databases. Do not change the server's shared state
 	// from parallel tests.
@@ -230,98 +254,198 @@ func startServer() error {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	server.pg15 = version >= 150000
+	var versionText string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&versionText); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	say("pgtest: route %s: PostgreSQL %s, %s", info.Kind, versionText, info.Detail)
 	server.template, err = ensureTemplate(ctx, conn, info.AdminURL)
 	return err
 }
 
-// findServer walks the routes in order. stop is nil for DATABASE_URL.
+// say writes one line to standard error: go test shows it with -v, or when
+// the package fails.
+func say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+}
+
+// findServer takes the route PGTEST_ROUTE names, or else the first that
+// works. stop is nil for DATABASE_URL.
 func findServer(ctx context.Context) (ServerInfo, func() error, error) {
-	if dsn := os.Getenv("DATABASE_URL"); dsn != "" {
-		conn, err := connect(ctx, dsn)
+	want, err := routeFromEnv()
+	if err != nil {
+		return ServerInfo{}, nil, err
+	}
+	if want != "" {
+		info, stop, err := tryRoute(ctx, want, true)
 		if err != nil {
-			return ServerInfo{}, nil, fmt.Errorf("pgtest: DATABASE_URL is set but the server does not answer: %w", err)
+			return ServerInfo{}, nil, fmt.Errorf("pgtest: PGTEST_ROUTE=%s: %w", want, err)
 		}
-		_ = conn.Close(ctx)
-		return ServerInfo{Kind: FromDatabaseURL, AdminURL: dsn}, nil, nil
+		return info, stop, nil
 	}
 
-	dockerErr := dockerHealthy(ctx)
-	if dockerErr == nil {
-		info, stop, err := startDocker(ctx)
+	if os.Getenv("DATABASE_URL") != "" {
+		info, stop, err := tryRoute(ctx, FromDatabaseURL, false)
+		if err != nil {
+			return ServerInfo{}, nil, fmt.Errorf("pgtest: %w", err)
+		}
+		return info, stop, nil
+	}
+	why := map[ServerKind]error{}
+	for _, route := range []ServerKind{FromContainer, FromLocal} {
+		info, stop, err := tryRoute(ctx, route, false)
 		if err == nil {
 			return info, stop, nil
 		}
-		dockerErr = err
+		why[route] = err
+		say("pgtest: route %s not taken: %v", route, err)
 	}
-
-	c, localErr := pgcluster.Start(ctx, pgcluster.Options{})
-	if localErr == nil {
-		return ServerInfo{Kind: FromLocal, AdminURL: c.URL("postgres"), Cluster: c}, c.Stop, nil
-	}
-
 	return ServerInfo{}, nil, fmt.Errorf(`pgtest: no PostgreSQL server for the tests. Provide one of:
   - DATABASE_URL=postgres://user:password@host:5432/dbname?sslmode=disable, a server where that user may CREATE DATABASE;
-  - a running Docker daemon (testcontainers then starts %s);
+  - a Docker-compatible engine (a Docker daemon, or podman's API service with DOCKER_HOST) that has or can pull %s
+    (PGTEST_IMAGE; make image builds one locally);
   - the PostgreSQL server binaries (initdb, pg_ctl, postgres) via pg_config on PATH or in /usr/lib/postgresql/*/bin,
     e.g. apt-get install postgresql; as root, also an OS user named postgres (useradd postgres).
-Docker: %v
-Local binaries: %v`, DockerImage, dockerErr, localErr)
+container: %v
+local: %v`, Image(), why[FromContainer], why[FromLocal])
 }
 
-// dockerHealthy asks the daemon for its info, giving up after a few seconds.
-// With no daemon it fails in about a millisecond; the timeout is for a
-// DOCKER_HOST that does not answer, since testcontainers' discovery does not
-// take a context.
-func dockerHealthy(ctx context.Context) error {
-	const timeout = 3 * time.Second
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// routeFromEnv returns the route PGTEST_ROUTE names, or "" when it is unset.
+func routeFromEnv() (ServerKind, error) {
+	v := os.Getenv("PGTEST_ROUTE")
+	if v == "" {
+		return "", nil
+	}
+	for _, r := range routes {
+		if strings.EqualFold(v, string(r)) {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("pgtest: PGTEST_ROUTE=%q is not a route; use %s, %s or %s, or unset it to take the first that works",
+		v, FromDatabaseURL, FromContainer, FromLocal)
+}
+
+// tryRoute starts (or reaches) the server of one route; named says
+// PGTEST_ROUTE named it.
+func tryRoute(ctx context.Context, route ServerKind, named bool) (ServerInfo, func() error, error) {
+	switch route {
+	case FromDatabaseURL:
+		dsn := os.Getenv("DATABASE_URL")
+		if dsn == "" {
+			return ServerInfo{}, nil, errors.New("DATABASE_URL is not set")
+		}
+		conn, err := connect(ctx, dsn)
+		if err != nil {
+			return ServerInfo{}, nil, fmt.Errorf("DATABASE_URL is set but the server does not answer: %w", err)
+		}
+		_ = conn.Close(ctx)
+		return ServerInfo{Kind: FromDatabaseURL, AdminURL: dsn, Detail: "at " + redact(dsn)}, nil, nil
+	case FromContainer:
+		if err := engineHealthy(ctx, named); err != nil {
+			return ServerInfo{}, nil, err
+		}
+		return startContainer(ctx)
+	default:
+		c, err := pgcluster.Start(ctx, pgcluster.Options{})
+		if err != nil {
+			return ServerInfo{}, nil, err
+		}
+		return ServerInfo{
+			Kind: FromLocal, AdminURL: c.URL("postgres"), Cluster: c,
+			Detail: "a throwaway cluster from the server binaries in " + c.BinDir(),
+		}, c.Stop, nil
+	}
+}
+
+// redact returns dsn without its password, for messages.
+func redact(dsn string) string {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "(an unparsable DSN)"
+	}
+	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
+
+// engineHost names the engine testcontainers will ask, for messages.
+func engineHost() string {
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return "DOCKER_HOST=" + h
+	}
+	return "the default Docker socket (DOCKER_HOST unset)"
+}
+
+// engineHealthy asks the engine for its info. With no engine it fails in
+// about a millisecond. A DOCKER_HOST that does not answer would hang, since
+// testcontainers' discovery does not take a context, so the question is
+// bounded: by ctx (the server's start-up budget) when PGTEST_ROUTE names
+// the container route, and by autoEngineTimeout when the route is chosen
+// automatically, where a silent engine should not hold up the local route
+// for minutes. podman's API service answers its info in 1-2 s on a busy
+// 2-core machine.
+func engineHealthy(ctx context.Context, named bool) error {
+	if !named {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, autoEngineTimeout)
+		defer cancel()
+	}
 	result := make(chan error, 1)
-	go func() { result <- askDocker(ctx) }()
+	go func() { result <- askEngine(ctx) }()
 	select {
 	case err := <-result:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("no Docker daemon answered within %v", timeout)
+		return fmt.Errorf("no container engine answered at %s: %w", engineHost(), context.Cause(ctx))
 	}
 }
 
-// askDocker is dockerHealthy without the bound. testcontainers panics in
-// some discovery paths when there is no daemon.
-func askDocker(ctx context.Context) (err error) {
+// autoEngineTimeout bounds the engine's first answer when no route is named.
+const autoEngineTimeout = 30 * time.Second
+
+// askEngine is engineHealthy without the bound. testcontainers panics in
+// some discovery paths when there is no engine.
+func askEngine(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("no Docker daemon: %v", r)
+			err = fmt.Errorf("no container engine at %s: %v", engineHost(), r)
 		}
 	}()
 	provider, err := testcontainers.NewDockerProvider()
 	if err != nil {
-		return fmt.Errorf("no Docker daemon: %w", err)
+		return fmt.Errorf("no container engine at %s: %w", engineHost(), err)
 	}
 	// Health closes the provider.
 	if err := provider.Health(ctx); err != nil {
-		return fmt.Errorf("no Docker daemon: %w", err)
+		return fmt.Errorf("no container engine at %s: %w", engineHost(), err)
 	}
 	return nil
 }
 
-func startDocker(ctx context.Context) (ServerInfo, func() error, error) {
-	ctr, err := tcpostgres.Run(ctx, DockerImage,
+func startContainer(ctx context.Context) (ServerInfo, func() error, error) {
+	img := Image()
+	ctr, err := tcpostgres.Run(ctx, img,
 		// Replaces the module's default command, which turns fsync off.
 		testcontainers.WithCmd("postgres", "-c", "shared_buffers=128MB", "-c", "max_connections=300"),
-		tcpostgres.BasicWaitStrategies(),
+		// The module's BasicWaitStrategies with a longer deadline than its
+		// default minute: initdb and two starts on a busy machine.
+		testcontainers.WithWaitStrategyAndDeadline(3*time.Minute,
+			wait.ForLog("database system is ready to accept connections").WithOccurrence(2),
+			wait.ForListeningPort("5432/tcp"),
+		),
 	)
 	stop := func() error { return testcontainers.TerminateContainer(ctr) }
 	if err != nil {
 		_ = stop()
-		return ServerInfo{}, nil, fmt.Errorf("start %s: %w", DockerImage, err)
+		return ServerInfo{}, nil, fmt.Errorf("start %s at %s: %w", img, engineHost(), err)
 	}
 	dsn, err := ctr.ConnectionString(ctx, "sslmode=disable")
 	if err != nil {
 		_ = stop()
 		return ServerInfo{}, nil, err
 	}
-	return ServerInfo{Kind: FromDocker, AdminURL: dsn}, stop, nil
+	return ServerInfo{
+		Kind: FromContainer, AdminURL: dsn,
+		Detail: fmt.Sprintf("image %s, container %.12s, at %s", img, ctr.GetContainerID(), engineHost()),
+	}, stop, nil
 }
 
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {

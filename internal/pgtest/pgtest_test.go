@@ -3,6 +3,9 @@ package pgtest
 import (
 	"context"
 	"flag"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,12 +116,31 @@ func TestServer(t *testing.T) {
 	case FromLocal:
 		require.NotNil(t, info.Cluster)
 		require.True(t, info.Cluster.Running())
-	case FromDocker, FromDatabaseURL:
+	case FromContainer, FromDatabaseURL:
 		require.Nil(t, info.Cluster)
 	default:
 		t.Fatalf("unknown kind %q", info.Kind)
 	}
-	t.Logf("server: %s %s", info.Kind, info.AdminURL)
+	if want := os.Getenv("PGTEST_ROUTE"); want != "" {
+		require.True(t, strings.EqualFold(want, string(info.Kind)), "PGTEST_ROUTE=%s, yet the route taken is %s", want, info.Kind)
+	}
+	t.Logf("server: %s %s (%s)", info.Kind, redact(info.AdminURL), info.Detail)
+}
+
+// A route that cannot run says why; a misspelt one is refused, not ignored.
+func TestRouteErrors(t *testing.T) {
+	t.Setenv("PGTEST_ROUTE", "docker")
+	_, err := routeFromEnv()
+	require.ErrorContains(t, err, `PGTEST_ROUTE="docker" is not a route; use DATABASE_URL, container or local`)
+
+	t.Setenv("PGTEST_ROUTE", "Container")
+	route, err := routeFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, FromContainer, route)
+
+	t.Setenv("DATABASE_URL", "")
+	_, _, err = tryRoute(t.Context(), FromDatabaseURL, true)
+	require.EqualError(t, err, "DATABASE_URL is not set")
 }
 
 // TestCloneTiming logs what NewDatabase costs, one at a time and from eight
@@ -186,4 +208,34 @@ func TestDatabaseName(t *testing.T) {
 	require.NotEqual(t, a, b)
 	require.LessOrEqual(t, len(a), 63)
 	require.Regexp(t, `^t_testsomething_with_spaces_[a-z0-9_]+_[0-9a-f]{12}$`, a)
+}
+
+// runSelf runs this test binary's TestServer in a child process with env
+// added to (and overriding) this process's environment.
+func runSelf(t *testing.T, env ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestServer$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// A route named by PGTEST_ROUTE that cannot run fails the tests, saying
+// why; it does not fall back to another route.
+func TestNamedRouteDoesNotFallBack(t *testing.T) {
+	t.Parallel()
+	out, err := runSelf(t, "PGTEST_ROUTE=container", "DOCKER_HOST=unix:///nonexistent/docker.sock", "DATABASE_URL=")
+	require.Error(t, err, out)
+	require.Contains(t, out, "pgtest: PGTEST_ROUTE=container: no container engine at DOCKER_HOST=unix:///nonexistent/docker.sock")
+	require.NotContains(t, out, "pgtest: route local")
+}
+
+// Unset, PGTEST_ROUTE takes the first route that works, and says once why
+// it passed over the container route, and which route it took.
+func TestFirstRouteThatWorksIsNamed(t *testing.T) {
+	t.Parallel()
+	out, err := runSelf(t, "PGTEST_ROUTE=", "DOCKER_HOST=unix:///nonexistent/docker.sock", "DATABASE_URL=")
+	require.NoError(t, err, out)
+	require.Equal(t, 1, strings.Count(out, "pgtest: route container not taken: no container engine at DOCKER_HOST=unix:///nonexistent/docker.sock"), out)
+	require.Equal(t, 1, strings.Count(out, "pgtest: route local: PostgreSQL "), out)
 }
