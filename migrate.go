@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"math"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -32,9 +33,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 func migrateFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
+	return migrateFSTo(ctx, pool, fsys, math.MaxInt64)
+}
+
+// migrateFSTo applies the migrations of fsys up to version target.
+func migrateFSTo(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, target int64) error {
 	sqlDB := stdlib.OpenDB(*pool.Config().ConnConfig.Copy())
 	defer sqlDB.Close()
-	if err := migrations.UpFS(ctx, sqlDB, fsys); err != nil {
+	if err := migrations.UpToFS(ctx, sqlDB, fsys, target); err != nil {
 		return ioError(ctx, err, "migrate")
 	}
 	return nil
