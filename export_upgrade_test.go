@@ -20,3 +20,8 @@ func MigrateFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
 func MigrateTo(ctx context.Context, pool *pgxpool.Pool, target int64) error {
 	return migrateFSTo(ctx, pool, migrations.FS(), target)
 }
+
+// MigrateFSTo is MigrateFS up to version target only.
+func MigrateFSTo(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, target int64) error {
+	return migrateFSTo(ctx, pool, fsys, target)
+}

@@ -56,6 +56,13 @@ import (
 // them in this order (Migrate's prelude does).
 var WriterLockOrder = []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs", "rlmm_epoch_ends"}
 
+// RulesFrom is the first migration held to the rules of docs/MIGRATIONS.md
+// (writers' lock order, indexes built concurrently, backfills that bump
+// versions and can run again). The files before it shipped earlier and
+// cannot change: Migrate runs them behind its prelude and builds their new
+// indexes concurrently first.
+const RulesFrom = 8
+
 // source is one migration file.
 type source struct {
 	version int64
