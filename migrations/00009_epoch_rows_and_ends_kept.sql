@@ -13,9 +13,8 @@
 --    - the identity of a segment row and of an epoch row (topic_id,
 --      partition, segment_id) cannot change; the library never changes it,
 --      so the triggers, limited to those columns, never fire for it;
---    - an INSERT into rlmm_segment_epochs checks, once per statement, that
---      each row's segment exists (a statement-level trigger over the
---      inserted rows: one probe of rlmm_segments_segment_id_key per row,
+--    - an INSERT into rlmm_segment_epochs checks that each row's segment
+--      exists in its partition (one probe of rlmm_segments_segment_id_key,
 --      with a plan that cannot depend on statistics).
 -- 2. rlmm_epoch_ends follows every COPY_SEGMENT_FINISHED, whoever writes
 --    it. Code of schema 2 (before 00004) does not raise it; brokers still
@@ -49,53 +48,51 @@ CREATE TRIGGER rlmm_segment_epochs_identity
     FOR EACH ROW WHEN (OLD.topic_id IS DISTINCT FROM NEW.topic_id OR OLD.partition IS DISTINCT FROM NEW.partition OR OLD.segment_id IS DISTINCT FROM NEW.segment_id)
     EXECUTE FUNCTION rlmm_identity_guard();
 
+-- The two triggers on the library's path run static SQL, planned once per
+-- session, on the tables of the schema they were created in (search_path
+-- FROM CURRENT: the migration's), where dynamic SQL would be planned anew
+-- at every call.
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_segment_epochs_have_segment() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    orphan record;
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-    -- "s.segment_id = a.segment_id AND (...) IS TRUE": only
-    -- rlmm_segments_segment_id_key answers it (see queries/segments.sql).
-    EXECUTE format('SELECT a.topic_id, a.partition, a.segment_id, a.epoch FROM rlmm_added_epoch_rows a
-                    WHERE NOT EXISTS (SELECT 1 FROM %I.rlmm_segments s
-                                      WHERE s.segment_id = a.segment_id
-                                        AND (s.topic_id = a.topic_id AND s.partition = a.partition) IS TRUE)
-                    LIMIT 1', TG_TABLE_SCHEMA)
-        INTO orphan;
-    IF orphan.segment_id IS NOT NULL THEN
+    -- "s.segment_id = … AND (…) IS TRUE": only rlmm_segments_segment_id_key
+    -- answers it (see queries/segments.sql).
+    PERFORM FROM rlmm_segments s
+    WHERE s.segment_id = NEW.segment_id AND (s.topic_id = NEW.topic_id AND s.partition = NEW.partition) IS TRUE;
+    IF NOT FOUND THEN
         RAISE EXCEPTION USING
             ERRCODE = 'foreign_key_violation', CONSTRAINT = 'rlmm_segment_epochs_segment_fkey', TABLE = 'rlmm_segment_epochs',
             MESSAGE = format('epoch %s of segment %s (topic id %s, partition %s): no such segment in rlmm_segments; an epoch row must name an existing segment of its partition (rlmm_segment_epochs_segment_fkey)',
-                             orphan.epoch, orphan.segment_id, orphan.topic_id, orphan.partition);
+                             NEW.epoch, NEW.segment_id, NEW.topic_id, NEW.partition);
     END IF;
     RETURN NULL;
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_segment_epochs_have_segment() IS 'Trigger rlmm_segment_epochs_have_segment: refuses (23503, rlmm_segment_epochs_segment_fkey) an INSERT of an epoch row whose segment does not exist in its partition, once per statement.';
+COMMENT ON FUNCTION rlmm_segment_epochs_have_segment() IS 'Trigger rlmm_segment_epochs_have_segment: refuses (23503, rlmm_segment_epochs_segment_fkey) an epoch row whose segment does not exist in its partition.';
+-- AFTER: the library inserts a segment and its epoch rows in one statement,
+-- and the check runs once the whole statement has.
 CREATE TRIGGER rlmm_segment_epochs_have_segment
     AFTER INSERT ON rlmm_segment_epochs
-    REFERENCING NEW TABLE AS rlmm_added_epoch_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION rlmm_segment_epochs_have_segment();
+    FOR EACH ROW EXECUTE FUNCTION rlmm_segment_epochs_have_segment();
 
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_segments_raise_epoch_ends() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     -- The ranges of the segment's epochs, from its own row: epoch i runs
     -- from epoch_start_offsets[i] to the next start - 1, the last to
     -- end_offset. As SegmentUpdate's epoch_ends CTE, never lowering.
-    EXECUTE format('INSERT INTO %I.rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-                    SELECT $1, $2, u.epoch, coalesce(lead(u.first_offset) OVER (ORDER BY u.n) - 1, $3), $3 - $4, $5
-                    FROM unnest($6::integer[], $7::bigint[]) WITH ORDINALITY AS u (epoch, first_offset, n)
-                    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-                    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-                        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-                        raised_version = excluded.raised_version
-                    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span',
-                   TG_TABLE_SCHEMA)
-        USING NEW.topic_id, NEW.partition, NEW.end_offset, NEW.start_offset, NEW.last_version, NEW.epochs, NEW.epoch_start_offsets;
+    INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+    SELECT NEW.topic_id, NEW.partition, u.epoch, coalesce(lead(u.first_offset) OVER (ORDER BY u.n) - 1, NEW.end_offset),
+           NEW.end_offset - NEW.start_offset, NEW.last_version
+    FROM unnest(NEW.epochs, NEW.epoch_start_offsets) WITH ORDINALITY AS u (epoch, first_offset, n)
+    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
+        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
+        raised_version = excluded.raised_version
+    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span;
     RETURN NULL;
 END
 $$;
