@@ -167,9 +167,16 @@ func UpToFS(ctx context.Context, db *sql.DB, fsys fs.FS, target int64) (err erro
 	if err := ensureCompatTable(ctx, db); err != nil {
 		return err
 	}
+	applied, err := appliedVersions(ctx, db)
+	if err != nil {
+		return fmt.Errorf("migrations: read the applied versions: %w", err)
+	}
 	for _, s := range srcs {
 		if s.version > target {
 			break
+		}
+		if applied[s.version] {
+			continue // under the lock: no other Migrate applies it meanwhile
 		}
 		if _, err := applyVersion(ctx, db, fsys, s); err != nil {
 			return err

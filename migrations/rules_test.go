@@ -10,40 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// statements splits a section as goose does: a statement ends at a line
-// that ends with ';', except inside a StatementBegin block, which is one
-// statement.
-func statements(section string) []string {
-	var out []string
-	var b strings.Builder
-	inBlock := false
-	for _, line := range strings.Split(section, "\n") {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case regexp.MustCompile(`^--\s*\+goose\s+StatementBegin`).MatchString(trimmed):
-			inBlock = true
-			continue
-		case regexp.MustCompile(`^--\s*\+goose\s+StatementEnd`).MatchString(trimmed):
-			inBlock = false
-			out = append(out, b.String())
-			b.Reset()
-			continue
-		case strings.HasPrefix(trimmed, "--") && !inBlock:
-			continue
-		}
-		b.WriteString(line)
-		b.WriteString("\n")
-		if !inBlock && strings.HasSuffix(trimmed, ";") {
-			out = append(out, b.String())
-			b.Reset()
-		}
-	}
-	if strings.TrimSpace(b.String()) != "" {
-		out = append(out, b.String())
-	}
-	return out
-}
-
 var (
 	createIndexRE = regexp.MustCompile(`(?is)^\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+(CONCURRENTLY\s+)?(?:IF\s+NOT\s+EXISTS\s+)?\w*\s*ON\s+(?:ONLY\s+)?(\w+)`)
 	createTableRE = regexp.MustCompile(`(?is)^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)`)
@@ -73,7 +39,7 @@ func ruleViolations(s source) []string {
 	}
 	created := map[string]bool{}
 	for _, up := range []bool{true, false} {
-		for _, stmt := range statements(section(s.text, up)) {
+		for _, stmt := range splitStatements(section(s.text, up)) {
 			if m := createTableRE.FindStringSubmatch(stmt); m != nil {
 				created[m[1]] = true
 			}
@@ -192,5 +158,26 @@ func TestMigrationRulesRefuse(t *testing.T) {
 			require.Contains(t, v[0], c.complaint)
 			require.Empty(t, ruleViolations(parse(c.good)))
 		})
+	}
+}
+
+// The prelude takes ACCESS EXCLUSIVE only for the migrations that need it,
+// and lets reads go on during the others.
+func TestPreludeLockMode(t *testing.T) {
+	t.Parallel()
+	srcs, err := sources(files)
+	require.NoError(t, err)
+	got := map[int64][2]string{}
+	for _, s := range srcs {
+		got[s.version] = [2]string{s.lockMode(true), s.lockMode(false)}
+	}
+	for version, want := range map[int64][2]string{
+		4: {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		5: {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		6: {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		7: {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		9: {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
+	} {
+		require.Equal(t, want, got[version], "migration %d (up, down)", version)
 	}
 }

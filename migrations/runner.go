@@ -9,9 +9,10 @@ package migrations
 // migration's file spells it locks the tables in the order its statements
 // name them, so it can deadlock with both. Migrate therefore runs every
 // migration that runs in a transaction behind a prelude, inside the same
-// transaction: it takes ACCESS EXCLUSIVE on each data table that exists, in
-// the writers' order, each lock with a lock_timeout well under
-// deadlock_timeout. A broker waits for the prelude at most that long and
+// transaction: it locks each data table that exists, in the writers' order,
+// each lock with a lock_timeout well under deadlock_timeout; in ACCESS
+// EXCLUSIVE mode when a statement of the migration needs it (ALTER TABLE,
+// DROP INDEX, ...), otherwise in EXCLUSIVE mode, which lets reads go on. A broker waits for the prelude at most that long and
 // never takes part in a deadlock the server must break: when the prelude
 // times out (a read held one table while waiting for another the prelude
 // already had), the transaction rolls back and Migrate tries again after a
@@ -149,9 +150,67 @@ func (s source) indexBuilds() []indexBuild {
 	return out
 }
 
+// needsAccessExclusiveRE matches a statement that takes ACCESS EXCLUSIVE
+// on a table: most ALTER TABLE forms, DROP of a table, an index or a
+// trigger, TRUNCATE, and rebuilds.
+var needsAccessExclusiveRE = regexp.MustCompile(`(?is)^\s*(ALTER\s+TABLE|ALTER\s+INDEX|DROP\s+(TABLE|INDEX|TRIGGER|RULE|POLICY)|TRUNCATE|REINDEX|CLUSTER|VACUUM\s+FULL|LOCK\b)`)
+
+// lockMode is the mode the prelude takes the data tables in: ACCESS
+// EXCLUSIVE when a statement of the section may need it on one of them
+// (the prelude must take the strongest lock up front: upgrading a lock
+// later, while reads wait behind the request, can deadlock), otherwise
+// EXCLUSIVE, which lets reads go on while the migration runs.
+func (s source) lockMode(up bool) string {
+	for _, stmt := range splitStatements(section(s.text, up)) {
+		if needsAccessExclusiveRE.MatchString(stmt) {
+			return "ACCESS EXCLUSIVE"
+		}
+	}
+	return "EXCLUSIVE"
+}
+
+// splitStatements splits a section as goose does: a statement ends at a
+// line that ends with ';', except inside a StatementBegin block, which is
+// one statement. Comment lines outside blocks are left out.
+func splitStatements(section string) []string {
+	var out []string
+	var b strings.Builder
+	inBlock := false
+	for _, line := range strings.Split(section, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case blockBeginRE.MatchString(trimmed):
+			inBlock = true
+			continue
+		case blockEndRE.MatchString(trimmed):
+			inBlock = false
+			out = append(out, b.String())
+			b.Reset()
+			continue
+		case strings.HasPrefix(trimmed, "--") && !inBlock:
+			continue
+		}
+		b.WriteString(line)
+		b.WriteString("\n")
+		if !inBlock && strings.HasSuffix(trimmed, ";") {
+			out = append(out, b.String())
+			b.Reset()
+		}
+	}
+	if strings.TrimSpace(b.String()) != "" {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+var (
+	blockBeginRE = regexp.MustCompile(`^--\s*\+goose\s+StatementBegin`)
+	blockEndRE   = regexp.MustCompile(`^--\s*\+goose\s+StatementEnd`)
+)
+
 // preludeSQL is the first statement of a transactional migration as Migrate
 // runs it. %[1]d is the version; %[2]s the statements that record its
-// compatibility.
+// compatibility; %[3]s the lock mode.
 const preludeSQL = `-- +goose StatementBegin
 DO $rlmm_migrate$
 DECLARE
@@ -165,7 +224,7 @@ BEGIN
         greatest(1, least(100, extract(epoch FROM current_setting('deadlock_timeout')::interval) * 250))::integer || 'ms', true);
     FOREACH t IN ARRAY ARRAY['rlmm_partitions', 'rlmm_segments', 'rlmm_segment_epochs', 'rlmm_epoch_ends'] LOOP
         IF to_regclass(t) IS NOT NULL THEN
-            EXECUTE format('LOCK TABLE %%s IN ACCESS EXCLUSIVE MODE', to_regclass(t));
+            EXECUTE format('LOCK TABLE %%s IN %[3]s MODE', to_regclass(t));
         END IF;
     END LOOP;
     PERFORM set_config('lock_timeout', saved_lock_timeout, true);
@@ -205,7 +264,7 @@ func (s source) prepared(compat map[int64]int64, prebuilt map[string]bool) strin
 		if s.noTx {
 			return "\n" + fmt.Sprintf(compatSQL, s.version)
 		}
-		return "\n" + fmt.Sprintf(preludeSQL, s.version, record(up))
+		return "\n" + fmt.Sprintf(preludeSQL, s.version, record(up), s.lockMode(up))
 	}
 	text := s.text
 	if len(prebuilt) > 0 {
@@ -343,23 +402,8 @@ func upToDate(ctx context.Context, db *sql.DB, srcs []source, compat map[int64]i
 	if !tables.versions {
 		return false, nil
 	}
-	applied := map[int64]bool{}
-	rows, err := db.QueryContext(ctx, `SELECT DISTINCT version_id FROM `+VersionTable+` WHERE is_applied`)
+	applied, err := appliedVersions(ctx, db)
 	if err != nil {
-		return false, err
-	}
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return false, err
-		}
-		applied[v] = true
-	}
-	if err := rows.Close(); err != nil {
-		return false, err
-	}
-	if err := rows.Err(); err != nil {
 		return false, err
 	}
 	recorded := map[int64]int64{}
@@ -397,4 +441,27 @@ func upToDate(ctx context.Context, db *sql.DB, srcs []source, compat map[int64]i
 		}
 	}
 	return true, nil
+}
+
+// appliedVersions reads the applied versions; none when the version table
+// does not exist.
+func appliedVersions(ctx context.Context, db *sql.DB) (map[int64]bool, error) {
+	applied := map[int64]bool{}
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, VersionTable).Scan(&exists); err != nil || !exists {
+		return applied, err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT version_id FROM `+VersionTable+` WHERE is_applied`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		applied[v] = true
+	}
+	return applied, rows.Err()
 }
