@@ -276,7 +276,7 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 			}
 		}
 	}
-	waitRounds(60, "the migration")
+	waitRounds(30, "the migration")
 	lmu.Lock()
 	before := rounds
 	lmu.Unlock()
@@ -286,9 +286,9 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 	lmu.Lock()
 	during := rounds - before
 	lmu.Unlock()
-	after := int64(60)
+	after := int64(30)
 	if step.checkEpochEnds {
-		after = 1000 // a few epochs of each broker on the new schema
+		after = 300 // two epochs of each broker on the new schema
 	}
 	waitRounds(before+during+after, "the end")
 	require.NoError(t, stdin.Close())

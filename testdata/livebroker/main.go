@@ -6,7 +6,7 @@
 //
 // Usage: livebroker -dsn DSN -brokers N. Each broker writes and reads its
 // own partition as fast as it can: add a segment, finish it, look an offset
-// of it up, list the partition. Every 200 segments the leader epoch moves
+// of it up, list the partition. Every 50 segments the leader epoch moves
 // on. The driver prints one JSON line per failed call and one progress line
 // (the total of rounds) whenever a round completes a multiple of 10; it
 // stops when its standard input closes, then prints each partition and the
@@ -45,7 +45,7 @@ type line struct {
 	Done      bool             `json:"done,omitempty"`
 }
 
-const epochEvery = 200
+const epochEvery = 50
 
 func main() {
 	dsn := flag.String("dsn", "", "database URL")
