@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"math"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,12 @@ var SchemaVersion = migrations.Latest()
 // lock (a row of rlmm_goose_lock with a lease), which also works behind a
 // transaction pooler such as PgBouncer in transaction mode.
 //
+// Each migration runs as docs/MIGRATIONS.md ("Migrations under live
+// brokers") describes: behind a prelude that locks the data tables in the
+// brokers' order, retried when refused its locks, so brokers keep serving.
+// On a database with nothing to do it only reads, so a broker's
+// least-privilege role (rlmmctl roles sql) may call it at start.
+//
 // It opens connections of its own with the pool's connection settings
 // (goose holds one while its lock needs others), and closes them before it
 // returns, so a busy or small pool cannot deadlock it.
@@ -32,9 +39,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 func migrateFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
+	return migrateFSTo(ctx, pool, fsys, math.MaxInt64)
+}
+
+// migrateFSTo applies the migrations of fsys up to version target.
+func migrateFSTo(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, target int64) error {
 	sqlDB := stdlib.OpenDB(*pool.Config().ConnConfig.Copy())
 	defer sqlDB.Close()
-	if err := migrations.UpFS(ctx, sqlDB, fsys); err != nil {
+	if err := migrations.UpToFS(ctx, sqlDB, fsys, target); err != nil {
 		return ioError(ctx, err, "migrate")
 	}
 	return nil

@@ -291,3 +291,31 @@ func TestPurgeGuardKeepsDeleteRecordWhileSegmentsRemain(t *testing.T) {
 	require.Zero(t, countRows(t, pool, "rlmm_segments"))
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})), "adds work again")
 }
+
+// Purging forgotten segments moves no cache's generation: only a DELETE that
+// removed partition rows or epoch ends does (each purge's statements delete
+// from rlmm_epoch_ends, usually nothing), so caches catch up instead of
+// reloading every partition after every purge.
+func TestPurgeKeepsTheDataGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	m := newPurgeManager(t, dsn)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	generation := func() (g int64) {
+		require.NoError(t, pool.QueryRow(ctx, "SELECT generation FROM rlmm_data_generation").Scan(&g))
+		return g
+	}
+	before := generation()
+	s := segment(testTP(0), 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+	for _, st := range []rs.RemoteLogSegmentState{rs.CopySegmentFinished, rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
+	}
+	n, err := m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	require.Equal(t, before, generation(), "the data generation after a purge of segments")
+}

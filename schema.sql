@@ -13,6 +13,13 @@ CREATE FUNCTION public.rlmm_data_generation_bump() RETURNS trigger
 DECLARE
     generation bigint;
 BEGIN
+    IF TG_OP = 'DELETE' THEN
+        -- A statement trigger fires for a DELETE that found no row too (a
+        -- purge's, say): only one that deleted rows moves the generation.
+        IF NOT EXISTS (SELECT FROM rlmm_deleted_rows) THEN
+            RETURN NULL;
+        END IF;
+    END IF;
     EXECUTE format('INSERT INTO %I.rlmm_data_generation AS g (id, generation) VALUES (1, 1)
                     ON CONFLICT (id) DO UPDATE SET generation = g.generation + 1, changed_at = now()
                     RETURNING g.generation', TG_TABLE_SCHEMA)
@@ -24,7 +31,7 @@ $$;
 
 -- Name: FUNCTION rlmm_data_generation_bump(); Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON FUNCTION public.rlmm_data_generation_bump() IS 'Trigger: a TRUNCATE of a metadata table, or a DELETE of partition rows or epoch ends, bumps rlmm_data_generation and notifies it, so that caches reload.';
+COMMENT ON FUNCTION public.rlmm_data_generation_bump() IS 'Trigger: a TRUNCATE of a metadata table, or a DELETE that removed partition rows or epoch ends, bumps rlmm_data_generation and notifies it, so that caches reload.';
 
 -- Name: rlmm_epoch_ends; Type: TABLE; Schema: public; Owner: -
 
@@ -92,6 +99,23 @@ $$;
 -- Name: FUNCTION rlmm_epoch_ends_valid(r public.rlmm_epoch_ends); Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON FUNCTION public.rlmm_epoch_ends_valid(r public.rlmm_epoch_ends) IS 'The rules of a rlmm_epoch_ends row (constraint rlmm_epoch_ends_valid): raises check_violation naming the broken rule.';
+
+-- Name: rlmm_identity_guard(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_identity_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = 'foreign_key_violation', CONSTRAINT = TG_TABLE_NAME || '_identity', TABLE = TG_TABLE_NAME,
+        MESSAGE = format('%s: segment %s (topic id %s, partition %s) cannot become segment %s (topic id %s, partition %s): the identity of a segment and of its epoch rows never changes, and the epoch rows must keep naming their segment. Add the segment under its new identity instead',
+                         TG_TABLE_NAME, OLD.segment_id, OLD.topic_id, OLD.partition, NEW.segment_id, NEW.topic_id, NEW.partition);
+END
+$$;
+
+-- Name: FUNCTION rlmm_identity_guard(); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_identity_guard() IS 'Trigger rlmm_segments_identity and rlmm_segment_epochs_identity: refuses (23503) a change of topic_id, partition or segment_id, which would part epoch rows from their segment.';
 
 -- Name: rlmm_partitions_delete_state_guard(); Type: FUNCTION; Schema: public; Owner: -
 
@@ -258,6 +282,82 @@ $_$;
 
 COMMENT ON FUNCTION public.rlmm_partitions_valid(r public.rlmm_partitions) IS 'The rules of a rlmm_partitions row (constraint rlmm_partitions_valid): raises check_violation naming the broken rule.';
 
+-- Name: rlmm_raise_epoch_ends(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_raise_epoch_ends() RETURNS bigint
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    bumped record;
+    partitions bigint := 0;
+BEGIN
+    -- The tables of the first schema of the search_path. Each partition
+    -- whose finished epoch rows reach past its epoch ends is bumped to a
+    -- new version (locking its row, as every write does first), its epoch
+    -- ends raised at that version, and the change notified at commit.
+    FOR bumped IN EXECUTE format($q$
+        WITH want AS (
+            SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset) AS end_offset,
+                   max(e.segment_end_offset - e.segment_start_offset) AS max_segment_span
+            FROM %1$I.rlmm_segment_epochs e
+            WHERE e.finished_version IS NOT NULL
+            GROUP BY e.topic_id, e.partition, e.epoch
+        ), missing AS (
+            SELECT w.* FROM want w
+            LEFT JOIN %1$I.rlmm_epoch_ends ee ON ee.topic_id = w.topic_id AND ee.partition = w.partition AND ee.epoch = w.epoch
+            WHERE ee.epoch IS NULL OR w.end_offset > ee.end_offset OR w.max_segment_span > ee.max_segment_span
+        ), bumped AS (
+            UPDATE %1$I.rlmm_partitions p SET version = p.version + 1, updated_at = now()
+            WHERE (p.topic_id, p.partition) IN (SELECT m.topic_id, m.partition FROM missing m)
+              AND p.delete_state IS DISTINCT FROM 2
+            RETURNING p.topic_id, p.partition, p.version
+        ), raised AS (
+            INSERT INTO %1$I.rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+            SELECT m.topic_id, m.partition, m.epoch, m.end_offset, m.max_segment_span, b.version
+            FROM missing m JOIN bumped b ON b.topic_id = m.topic_id AND b.partition = m.partition
+            ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+            SET end_offset = greatest(ee.end_offset, excluded.end_offset),
+                max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
+                raised_version = excluded.raised_version
+        )
+        SELECT b.topic_id, b.partition, b.version FROM bumped b$q$, current_schema())
+    LOOP
+        PERFORM pg_notify('rlmm_changes', bumped.topic_id::text || '/' || bumped.partition || '/' || bumped.version);
+        partitions := partitions + 1;
+    END LOOP;
+    RETURN partitions;
+END
+$_$;
+
+-- Name: FUNCTION rlmm_raise_epoch_ends(); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_raise_epoch_ends() IS 'Raises rlmm_epoch_ends to what the finished epoch rows still stored say, for finishes that did not raise it (code older than migration 00004); bumps and notifies each partition it changes, so caches see it. Idempotent; returns the number of partitions changed. Tables of the first schema of the search_path.';
+
+-- Name: rlmm_segment_epochs_have_segment(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_segment_epochs_have_segment() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO '$user', 'public'
+    AS $$
+BEGIN
+    -- "s.segment_id = … AND (…) IS TRUE": only rlmm_segments_segment_id_key
+    -- answers it (see queries/segments.sql).
+    PERFORM FROM rlmm_segments s
+    WHERE s.segment_id = NEW.segment_id AND (s.topic_id = NEW.topic_id AND s.partition = NEW.partition) IS TRUE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'foreign_key_violation', CONSTRAINT = 'rlmm_segment_epochs_segment_fkey', TABLE = 'rlmm_segment_epochs',
+            MESSAGE = format('epoch %s of segment %s (topic id %s, partition %s): no such segment in rlmm_segments; an epoch row must name an existing segment of its partition (rlmm_segment_epochs_segment_fkey)',
+                             NEW.epoch, NEW.segment_id, NEW.topic_id, NEW.partition);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Name: FUNCTION rlmm_segment_epochs_have_segment(); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_segment_epochs_have_segment() IS 'Trigger rlmm_segment_epochs_have_segment: refuses (23503, rlmm_segment_epochs_segment_fkey) an epoch row whose segment does not exist in its partition.';
+
 -- Name: rlmm_segment_epochs_state_guard(); Type: FUNCTION; Schema: public; Owner: -
 
 CREATE FUNCTION public.rlmm_segment_epochs_state_guard() RETURNS trigger
@@ -404,6 +504,33 @@ $_$;
 -- Name: FUNCTION rlmm_segments_forget_epochs(); Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON FUNCTION public.rlmm_segments_forget_epochs() IS 'Trigger: a deleted segment row takes its epoch rows with it (what ON DELETE CASCADE of the dropped rlmm_segment_epochs_segment_fkey did).';
+
+-- Name: rlmm_segments_raise_epoch_ends(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_segments_raise_epoch_ends() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO '$user', 'public'
+    AS $$
+BEGIN
+    -- The ranges of the segment's epochs, from its own row: epoch i runs
+    -- from epoch_start_offsets[i] to the next start - 1, the last to
+    -- end_offset. As SegmentUpdate's epoch_ends CTE, never lowering.
+    INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+    SELECT NEW.topic_id, NEW.partition, u.epoch, coalesce(lead(u.first_offset) OVER (ORDER BY u.n) - 1, NEW.end_offset),
+           NEW.end_offset - NEW.start_offset, NEW.last_version
+    FROM unnest(NEW.epochs, NEW.epoch_start_offsets) WITH ORDINALITY AS u (epoch, first_offset, n)
+    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
+        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
+        raised_version = excluded.raised_version
+    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span;
+    RETURN NULL;
+END
+$$;
+
+-- Name: FUNCTION rlmm_segments_raise_epoch_ends(); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_segments_raise_epoch_ends() IS 'Trigger rlmm_segments_raise_epoch_ends: the first COPY_SEGMENT_FINISHED of a segment raises rlmm_epoch_ends, whatever code wrote it (code older than migration 00004 does not raise it itself).';
 
 -- Name: rlmm_segments_state_guard(); Type: FUNCTION; Schema: public; Owner: -
 
@@ -1375,7 +1502,7 @@ CREATE UNIQUE INDEX rlmm_segments_segment_id_key ON public.rlmm_segments USING b
 
 -- Name: rlmm_epoch_ends rlmm_epoch_ends_deleted; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_epoch_ends_deleted AFTER DELETE ON public.rlmm_epoch_ends FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
+CREATE TRIGGER rlmm_epoch_ends_deleted AFTER DELETE ON public.rlmm_epoch_ends REFERENCING OLD TABLE AS rlmm_deleted_rows FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
 
 -- Name: rlmm_epoch_ends rlmm_epoch_ends_truncated; Type: TRIGGER; Schema: public; Owner: -
 
@@ -1387,11 +1514,19 @@ CREATE TRIGGER rlmm_partitions_delete_state_guard BEFORE UPDATE OF delete_state 
 
 -- Name: rlmm_partitions rlmm_partitions_deleted; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_partitions_deleted AFTER DELETE ON public.rlmm_partitions FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
+CREATE TRIGGER rlmm_partitions_deleted AFTER DELETE ON public.rlmm_partitions REFERENCING OLD TABLE AS rlmm_deleted_rows FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
 
 -- Name: rlmm_partitions rlmm_partitions_truncated; Type: TRIGGER; Schema: public; Owner: -
 
 CREATE TRIGGER rlmm_partitions_truncated AFTER TRUNCATE ON public.rlmm_partitions FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
+
+-- Name: rlmm_segment_epochs rlmm_segment_epochs_have_segment; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_segment_epochs_have_segment AFTER INSERT ON public.rlmm_segment_epochs FOR EACH ROW EXECUTE FUNCTION public.rlmm_segment_epochs_have_segment();
+
+-- Name: rlmm_segment_epochs rlmm_segment_epochs_identity; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_segment_epochs_identity BEFORE UPDATE OF topic_id, partition, segment_id ON public.rlmm_segment_epochs FOR EACH ROW WHEN (((old.topic_id IS DISTINCT FROM new.topic_id) OR (old.partition IS DISTINCT FROM new.partition) OR (old.segment_id IS DISTINCT FROM new.segment_id))) EXECUTE FUNCTION public.rlmm_identity_guard();
 
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
@@ -1400,6 +1535,14 @@ CREATE TRIGGER rlmm_segment_epochs_state_guard BEFORE UPDATE OF state ON public.
 -- Name: rlmm_segments rlmm_segments_forget_epochs; Type: TRIGGER; Schema: public; Owner: -
 
 CREATE TRIGGER rlmm_segments_forget_epochs AFTER DELETE ON public.rlmm_segments FOR EACH ROW EXECUTE FUNCTION public.rlmm_segments_forget_epochs();
+
+-- Name: rlmm_segments rlmm_segments_identity; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_segments_identity BEFORE UPDATE OF topic_id, partition, segment_id ON public.rlmm_segments FOR EACH ROW WHEN (((old.topic_id IS DISTINCT FROM new.topic_id) OR (old.partition IS DISTINCT FROM new.partition) OR (old.segment_id IS DISTINCT FROM new.segment_id))) EXECUTE FUNCTION public.rlmm_identity_guard();
+
+-- Name: rlmm_segments rlmm_segments_raise_epoch_ends; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_segments_raise_epoch_ends AFTER UPDATE OF finished_version ON public.rlmm_segments FOR EACH ROW WHEN (((old.finished_version IS NULL) AND (new.finished_version IS NOT NULL))) EXECUTE FUNCTION public.rlmm_segments_raise_epoch_ends();
 
 -- Name: rlmm_segments rlmm_segments_state_guard; Type: TRIGGER; Schema: public; Owner: -
 

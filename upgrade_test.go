@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -182,4 +183,52 @@ func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 		require.NoError(t, pool.QueryRow(t.Context(), "SELECT max(version_id) FROM "+migrations.VersionTable).Scan(&version))
 		require.Equal(t, rs.SchemaVersion, version, "nothing applied")
 	})
+}
+
+// A rolled-back migration leaves no declaration behind: after a Down of
+// a next migration declared compatible, a different migration of the same
+// number that declares nothing (here it renames a column this code writes)
+// makes this code refuse the schema, rather than start and fail its first
+// add. Whether the Down ran through the migrations' provider (rlmmctl
+// migrate down) or other tooling that knows nothing of rlmm_schema_compat.
+func TestDownForgetsCompatibility(t *testing.T) {
+	t.Parallel()
+	contract := "-- +goose Up\nALTER TABLE rlmm_segments RENAME COLUMN broker_id TO upgrade_test_broker;\n" +
+		"-- +goose Down\nALTER TABLE rlmm_segments RENAME COLUMN upgrade_test_broker TO broker_id;\n"
+	for _, down := range []string{"provider", "other tooling"} {
+		t.Run(down, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			require.NoError(t, rs.MigrateFS(ctx, pool, withNext(t, expandMigration(rs.SchemaVersion))))
+			m, err := rs.NewPgManager(ctx, pool)
+			require.NoError(t, err, "the expand migration declares this code compatible")
+			m.Close()
+
+			switch down {
+			case "provider":
+				db := stdlib.OpenDBFromPool(pool)
+				defer db.Close()
+				p, err := migrations.NewProviderFS(db, withNext(t, expandMigration(rs.SchemaVersion)))
+				require.NoError(t, err)
+				_, err = p.Down(ctx)
+				require.NoError(t, err)
+				var rows int
+				require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+migrations.CompatTable+" WHERE version = $1", rs.SchemaVersion+1).Scan(&rows))
+				require.Zero(t, rows, "the Down removed the declaration of the migration it rolled back")
+			case "other tooling":
+				_, err := pool.Exec(ctx, fmt.Sprintf(`DROP INDEX rlmm_segments_upgrade_test_idx;
+					ALTER TABLE rlmm_segments DROP COLUMN upgrade_test_note;
+					DELETE FROM %s WHERE version_id = %d`, migrations.VersionTable, rs.SchemaVersion+1))
+				require.NoError(t, err)
+			}
+
+			require.NoError(t, rs.MigrateFS(ctx, pool, withNext(t, contract)))
+			_, err = rs.NewPgManager(ctx, pool)
+			require.ErrorIs(t, err, rs.ErrSchemaMismatch)
+			require.ErrorContains(t, err, fmt.Sprintf("migration %d does not declare", rs.SchemaVersion+1))
+		})
+	}
 }

@@ -90,6 +90,13 @@ LANGUAGE plpgsql AS $$
 DECLARE
     generation bigint;
 BEGIN
+    IF TG_OP = 'DELETE' THEN
+        -- A statement trigger fires for a DELETE that found no row too (a
+        -- purge's, say): only one that deleted rows moves the generation.
+        IF NOT EXISTS (SELECT FROM rlmm_deleted_rows) THEN
+            RETURN NULL;
+        END IF;
+    END IF;
     EXECUTE format('INSERT INTO %I.rlmm_data_generation AS g (id, generation) VALUES (1, 1)
                     ON CONFLICT (id) DO UPDATE SET generation = g.generation + 1, changed_at = now()
                     RETURNING g.generation', TG_TABLE_SCHEMA)
@@ -99,12 +106,13 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_data_generation_bump() IS 'Trigger: a TRUNCATE of a metadata table, or a DELETE of partition rows or epoch ends, bumps rlmm_data_generation and notifies it, so that caches reload.';
+COMMENT ON FUNCTION rlmm_data_generation_bump() IS 'Trigger: a TRUNCATE of a metadata table, or a DELETE that removed partition rows or epoch ends, bumps rlmm_data_generation and notifies it, so that caches reload.';
 CREATE TRIGGER rlmm_partitions_truncated
     AFTER TRUNCATE ON rlmm_partitions
     FOR EACH STATEMENT EXECUTE FUNCTION rlmm_data_generation_bump();
 CREATE TRIGGER rlmm_partitions_deleted
     AFTER DELETE ON rlmm_partitions
+    REFERENCING OLD TABLE AS rlmm_deleted_rows
     FOR EACH STATEMENT EXECUTE FUNCTION rlmm_data_generation_bump();
 CREATE TRIGGER rlmm_segments_truncated
     AFTER TRUNCATE ON rlmm_segments
@@ -114,6 +122,7 @@ CREATE TRIGGER rlmm_epoch_ends_truncated
     FOR EACH STATEMENT EXECUTE FUNCTION rlmm_data_generation_bump();
 CREATE TRIGGER rlmm_epoch_ends_deleted
     AFTER DELETE ON rlmm_epoch_ends
+    REFERENCING OLD TABLE AS rlmm_deleted_rows
     FOR EACH STATEMENT EXECUTE FUNCTION rlmm_data_generation_bump();
 
 CREATE OR REPLACE VIEW rlmm_segments_v AS

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"math"
 	"regexp"
 	"strconv"
 	"time"
@@ -87,13 +88,22 @@ func NewProvider(db *sql.DB) (*goose.Provider, error) {
 }
 
 // NewProviderFS is NewProvider over other migration files, for tests of a
-// schema change (a next migration that is not shipped).
+// schema change (a next migration that is not shipped). The provider runs
+// each migration as Migrate does (runner.go): a transactional one behind
+// the prelude that takes the data tables' locks in the writers' order, and
+// each keeps rlmm_schema_compat in step (a Down removes the row of the
+// migration it rolls back). It does not retry a migration refused its
+// locks, nor build indexes concurrently first: that is Up's work.
 func NewProviderFS(db *sql.DB, fsys fs.FS) (*goose.Provider, error) {
 	locker, err := newLocker()
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider(goose.DialectPostgres, db, fsys,
+	pfs, err := preparedFS(fsys, nil)
+	if err != nil {
+		return nil, err
+	}
+	return goose.NewProvider(goose.DialectPostgres, db, pfs,
 		goose.WithTableName(VersionTable),
 		goose.WithDisableGlobalRegistry(true),
 		goose.WithLocker(locker),
@@ -114,25 +124,65 @@ func newLocker() (lock.Locker, error) {
 }
 
 // Up applies every pending migration and records what each declares about
-// compatibility (see Compatibility). It is idempotent.
+// compatibility (see Compatibility). It is idempotent. On a database with
+// nothing to do it only reads: a role without write access to the version
+// tables (a broker's) can call it.
 func Up(ctx context.Context, db *sql.DB) error {
 	return UpFS(ctx, db, files)
 }
 
 // UpFS is Up over other migration files, for tests of a schema change.
 func UpFS(ctx context.Context, db *sql.DB, fsys fs.FS) error {
+	return UpToFS(ctx, db, fsys, math.MaxInt64)
+}
+
+// UpToFS applies the pending migrations of fsys up to version target, the
+// lowest first, each as runner.go describes, under goose's table lock.
+func UpToFS(ctx context.Context, db *sql.DB, fsys fs.FS, target int64) (err error) {
 	compat, err := Compatibility(fsys)
 	if err != nil {
 		return err
 	}
-	p, err := NewProviderFS(db, fsys)
+	srcs, err := sources(fsys)
 	if err != nil {
 		return err
 	}
-	if _, err := p.Up(ctx); err != nil {
+	if done, err := upToDate(ctx, db, srcs, compat, target); err != nil {
+		return fmt.Errorf("migrations: read the applied versions: %w", err)
+	} else if done {
+		return nil
+	}
+	locker, err := newLocker()
+	if err != nil {
 		return err
 	}
-	return recordCompatibility(ctx, db, compat)
+	if err := locker.Lock(ctx, db); err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := locker.Unlock(context.WithoutCancel(ctx), db); err == nil {
+			err = uerr
+		}
+	}()
+	if err := ensureCompatTable(ctx, db); err != nil {
+		return err
+	}
+	applied, err := appliedVersions(ctx, db)
+	if err != nil {
+		return fmt.Errorf("migrations: read the applied versions: %w", err)
+	}
+	for _, s := range srcs {
+		if s.version > target {
+			break
+		}
+		if applied[s.version] {
+			continue // under the lock: no other Migrate applies it meanwhile
+		}
+		if _, err := applyVersion(ctx, db, fsys, s); err != nil {
+			return err
+		}
+	}
+	return recordCompatibility(ctx, db, srcs, compat)
 }
 
 // CompatTable records, for each applied migration that declares it, the
@@ -182,21 +232,8 @@ func Compatibility(fsys fs.FS) (map[int64]int64, error) {
 	return out, nil
 }
 
-// recordCompatibility writes the declarations of the applied migrations
-// into CompatTable, under the migration lock (the table may not exist yet).
-func recordCompatibility(ctx context.Context, db *sql.DB, compat map[int64]int64) (err error) {
-	locker, err := newLocker()
-	if err != nil {
-		return err
-	}
-	if err := locker.Lock(ctx, db); err != nil {
-		return err
-	}
-	defer func() {
-		if uerr := locker.Unlock(context.WithoutCancel(ctx), db); err == nil {
-			err = uerr
-		}
-	}()
+// ensureCompatTable creates CompatTable (under the migration lock).
+func ensureCompatTable(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+CompatTable+` (
     version                bigint PRIMARY KEY,
     oldest_compatible_code bigint NOT NULL,
@@ -207,11 +244,28 @@ COMMENT ON COLUMN `+CompatTable+`.version IS 'The migration (goose version).';
 COMMENT ON COLUMN `+CompatTable+`.oldest_compatible_code IS 'The oldest schema version whose code still works once this migration is applied.';`); err != nil {
 		return fmt.Errorf("migrations: create %s: %w", CompatTable, err)
 	}
-	for version, oldest := range compat {
-		if _, err := db.ExecContext(ctx, `INSERT INTO `+CompatTable+` (version, oldest_compatible_code)
+	return nil
+}
+
+// recordCompatibility makes CompatTable hold, for each applied migration of
+// srcs, exactly what its file declares: the row of a declaration, no row
+// without one. A transactional migration recorded its row as it applied;
+// this catches up a NO TRANSACTION one, a database migrated before the
+// table existed, and a row left by another migration of the same number.
+// Under the migration lock.
+func recordCompatibility(ctx context.Context, db *sql.DB, srcs []source, compat map[int64]int64) error {
+	for _, s := range srcs {
+		oldest, declared := compat[s.version]
+		var err error
+		_, err = db.ExecContext(ctx, `DELETE FROM `+CompatTable+` WHERE version = $1
+AND NOT ($2 AND EXISTS (SELECT FROM `+VersionTable+` WHERE version_id = $1 AND is_applied))`, s.version, declared)
+		if err == nil && declared {
+			_, err = db.ExecContext(ctx, `INSERT INTO `+CompatTable+` (version, oldest_compatible_code)
 SELECT $1, $2 WHERE EXISTS (SELECT FROM `+VersionTable+` WHERE version_id = $1 AND is_applied)
-ON CONFLICT (version) DO UPDATE SET oldest_compatible_code = excluded.oldest_compatible_code`, version, oldest); err != nil {
-			return fmt.Errorf("migrations: record the compatibility of version %d: %w", version, err)
+ON CONFLICT (version) DO UPDATE SET oldest_compatible_code = excluded.oldest_compatible_code`, s.version, oldest)
+		}
+		if err != nil {
+			return fmt.Errorf("migrations: record the compatibility of version %d: %w", s.version, err)
 		}
 	}
 	return nil

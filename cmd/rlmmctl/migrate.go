@@ -89,9 +89,15 @@ func (a *app) migrateDownCommand() *cobra.Command {
 		Long: `Roll back the newest applied migration, or with --to V every migration newer
 than V (--to 0 removes the whole schema).
 
-Rolling back drops tables and with them the metadata of every tiered
-segment: the brokers lose track of what is in remote storage. So down
-refuses when the remotestorage tables hold rows, unless --force.
+Most migrations roll back without losing a row. Two lose data, and down
+refuses them unless --force:
+  - rolling back migration 1 drops the tables and with them the metadata of
+    every tiered segment: the brokers lose track of what is in remote
+    storage. Refused when the tables hold rows.
+  - rolling back migration 4 drops rlmm_epoch_ends, which migrating up again
+    rebuilds only from the epoch rows still stored. Refused when some of its
+    rows came from segments purged since (EpochEndOffset would then answer
+    lower, or nothing, for those epochs).
 
 ` + databaseHelp,
 		Args: noArgs,
@@ -107,12 +113,16 @@ refuses when the remotestorage tables hold rows, unless --force.
 			}
 			defer pool.Close()
 			if !force {
-				rows, err := metadataRowCount(ctx, pool)
-				if err != nil {
-					return err
+				target := to
+				if !cmd.Flags().Changed("to") {
+					current, err := schemaVersion(ctx, pool)
+					if err != nil {
+						return err
+					}
+					target = current - 1 // goose rolls back the newest applied migration
 				}
-				if rows > 0 {
-					return fmt.Errorf("the remotestorage tables hold %d rows; rolling back would drop them. Pass --force if that is what you want", rows)
+				if err := rollbackLosses(ctx, pool, target); err != nil {
+					return err
 				}
 			}
 			sqlDB := stdlib.OpenDBFromPool(pool)
@@ -255,6 +265,46 @@ func migrationStatuses(ctx context.Context, pool *pgxpool.Pool) ([]*goose.Migrat
 		return nil, fmt.Errorf("migration status: %w", err)
 	}
 	return statuses, nil
+}
+
+// rollbackLosses refuses a rollback to target that would lose data (see
+// the help of migrate down), saying what would be lost.
+func rollbackLosses(ctx context.Context, pool *pgxpool.Pool, target int64) error {
+	if target < 1 {
+		rows, err := metadataRowCount(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if rows > 0 {
+			return fmt.Errorf("rolling back to version %d undoes migration 1, which drops the remotestorage tables and their %d rows: the metadata of every tiered segment. Pass --force if that is what you want", target, rows)
+		}
+		return nil
+	}
+	if target >= 4 {
+		return nil
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('rlmm_epoch_ends') IS NOT NULL AND to_regclass('rlmm_segment_epochs') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("look for table rlmm_epoch_ends: %w", err)
+	}
+	if !exists {
+		return nil
+	}
+	// What 00004's backfill would rebuild: the finished epoch rows still stored.
+	var lost, partitions int64
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT (ee.topic_id, ee.partition)) FROM rlmm_epoch_ends ee
+		LEFT JOIN LATERAL (
+		    SELECT max(e.last_offset) AS end_offset, max(e.segment_end_offset - e.segment_start_offset) AS span
+		    FROM rlmm_segment_epochs e
+		    WHERE e.topic_id = ee.topic_id AND e.partition = ee.partition AND e.epoch = ee.epoch AND e.finished_version IS NOT NULL
+		) kept ON true
+		WHERE kept.end_offset IS NULL OR ee.end_offset > kept.end_offset OR ee.max_segment_span > kept.span`).Scan(&lost, &partitions); err != nil {
+		return fmt.Errorf("compare rlmm_epoch_ends with the epoch rows: %w", err)
+	}
+	if lost > 0 {
+		return fmt.Errorf("rolling back to version %d undoes migration 4, which drops rlmm_epoch_ends; migrating up again rebuilds it only from the epoch rows still stored, and %d of its rows (in %d partitions) came from segments purged since: EpochEndOffset would answer lower, or nothing, for those epochs. Pass --force if that is what you want", target, lost, partitions)
+	}
+	return nil
 }
 
 // metadataRowCount counts the rows of the remotestorage tables that exist.

@@ -47,14 +47,34 @@ func TestMigrateUpThenStatusOnEmptyDatabase(t *testing.T) {
 	require.Contains(t, ok(t, dsn, "migrate", "up"), fmt.Sprintf("already at version %d", remotestorage.SchemaVersion))
 }
 
+// Down refuses only a rollback that loses data, and says what it would
+// lose: the tables (migration 1), or epoch ends that the epoch rows left
+// after a purge cannot rebuild (migration 4). Rolling back the newest
+// migration loses nothing.
 func TestMigrateDown(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
-	seedInspectData(t, dsn)
+	d := seedInspectData(t, dsn)
 
-	// Data in the tables: down refuses without --force.
-	r := rlmmctl(t, nil, "--database-url", dsn, "migrate", "down")
+	require.Contains(t, ok(t, dsn, "migrate", "down"), "rolled back")
+	require.Contains(t, ok(t, dsn, "migrate", "up"), fmt.Sprintf("to %d", remotestorage.SchemaVersion))
+
+	r := rlmmctl(t, nil, "--database-url", dsn, "migrate", "down", "--to", "0")
 	require.Equal(t, exitFailure, r.code, r.output())
+	require.Contains(t, r.stderr, "undoes migration 1, which drops the remotestorage tables and their")
+	require.Contains(t, r.stderr, "--force")
+
+	// Nothing purged yet: 00004's backfill would rebuild every epoch end.
+	// Then segment 3, the only one reaching offset 3999 of epoch 1, purged.
+	pool, err := pgxpool.New(t.Context(), dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(t.Context(), "DELETE FROM rlmm_segments WHERE segment_id = $1", d.s[3])
+	require.NoError(t, err)
+	r = rlmmctl(t, nil, "--database-url", dsn, "migrate", "down", "--to", "3")
+	require.Equal(t, exitFailure, r.code, r.output())
+	require.Contains(t, r.stderr, "undoes migration 4, which drops rlmm_epoch_ends")
+	require.Contains(t, r.stderr, "1 of its rows (in 1 partitions) came from segments purged since")
 	require.Contains(t, r.stderr, "--force")
 	require.Contains(t, ok(t, dsn, "migrate", "status"), "up to date")
 

@@ -44,7 +44,9 @@ need on the remotestorage tables of one schema. No database is needed.
                     UPDATE on rlmm_partitions, rlmm_segments, rlmm_epoch_ends and
                     rlmm_segment_epochs, SELECT on the other tables and views
                     (version table, state lookup tables); no DELETE,
-                    TRUNCATE, ALTER or DROP.
+                    TRUNCATE, ALTER or DROP, and no sequence. Enough for
+                    remotestorage.Migrate at a broker's start: on a schema
+                    that is up to date it only reads.
   <prefix>readonly  SELECT on the tables and views, for DBAs and dashboards.
 
 "rlmmctl purge" deletes rows: run it as the owner.
@@ -123,14 +125,17 @@ ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT, INSERT, UPDATE ON TABLES TO {app};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT ON TABLES TO {readonly};
+-- Brokers use no sequence (the only one, of goose's version table, is the
+-- migrating role's); a grant that an older script made is taken back.
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
-    GRANT USAGE, SELECT ON SEQUENCES TO {app};
+    REVOKE ALL ON SEQUENCES FROM {app};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT ON SEQUENCES TO {readonly};
 
 -- What exists already: owned by the owner role, readable by the others.
--- Brokers write only the three data tables; the version table and the
--- lookup tables of the state machines stay read-only for them.
+-- Brokers write only the four data tables, and delete from the three that
+-- purging empties (PurgeForgotten); the version table and the lookup tables
+-- of the state machines stay read-only for them.
 DO $existing$
 DECLARE
     t record;
@@ -146,6 +151,20 @@ BEGIN
         IF t.relname IN ('rlmm_partitions', 'rlmm_segments', 'rlmm_segment_epochs', 'rlmm_epoch_ends') THEN
             EXECUTE format('GRANT INSERT, UPDATE ON %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
         END IF;
+        IF t.relname IN ('rlmm_segments', 'rlmm_segment_epochs', 'rlmm_epoch_ends') THEN
+            EXECUTE format('GRANT DELETE ON %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
+        END IF;
+        IF t.relname = 'rlmm_data_generation' THEN
+            -- Purging a deleted partition's epoch ends moves the generation.
+            EXECUTE format('GRANT INSERT, UPDATE ON %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
+        END IF;
+    END LOOP;
+    FOR t IN
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = {schema_lit} AND c.relkind = 'S' AND c.relname LIKE 'rlmm\_%'
+    LOOP
+        EXECUTE format('REVOKE ALL ON SEQUENCE %I.%I FROM PUBLIC, %I', {schema_lit}, t.relname, {app_lit});
+        EXECUTE format('GRANT SELECT ON SEQUENCE %I.%I TO %I', {schema_lit}, t.relname, {readonly_lit});
     END LOOP;
     FOR t IN
         SELECT p.oid::regprocedure AS fn FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

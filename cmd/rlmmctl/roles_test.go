@@ -4,7 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
@@ -83,9 +88,73 @@ func TestRolesSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{prefix + "owner"}, owners)
 
-	// The broker works.
+	// A broker calls Migrate at start, as the README shows: on the schema
+	// the owner migrated, it only reads. (A minute: what it did before was
+	// retry goose's lock, which the role may not take, for five.)
+	started, cancel := context.WithTimeout(ctx, time.Minute)
+	require.NoError(t, remotestorage.Migrate(started, broker), "Migrate as the application role on an up-to-date schema")
+	cancel()
+	// Brokers use no sequence.
+	var seqs []string
+	rows, err = admin.Query(ctx, `SELECT c.relname FROM pg_class c WHERE c.relkind = 'S' AND c.relnamespace = 'public'::regnamespace
+		AND CASE WHEN c.relkind = 'S' THEN has_sequence_privilege($1, c.oid, 'USAGE, SELECT, UPDATE') END`, prefix+"app")
+	require.NoError(t, err)
+	seqs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, seqs, "sequences the application role may use")
+
+	// The README's grants give a broker what the script gives the
+	// application role, table by table, and a broker starts with them.
+	readmeRole := prefix + "readme"
+	_, err = admin.Exec(ctx, "CREATE ROLE "+readmeRole+" LOGIN")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "DROP OWNED BY "+readmeRole+"; DROP ROLE IF EXISTS "+readmeRole)
+		require.NoError(t, err)
+	})
+	_, err = admin.Exec(ctx, strings.NewReplacer("cluster_a", "public", "rlmm_app", readmeRole).Replace(readmeBrokerGrants(t)))
+	require.NoError(t, err)
+	privileges := func(role string) map[string][]string {
+		rows, err := admin.Query(ctx, `SELECT c.relname, array(SELECT p FROM unnest('{SELECT,INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER}'::text[]) p
+			WHERE has_table_privilege($1, c.oid, p) ORDER BY p)
+			FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'v') AND c.relname LIKE 'rlmm\_%'`, role)
+		require.NoError(t, err)
+		out := map[string][]string{}
+		for rows.Next() {
+			var name string
+			var privs []string
+			require.NoError(t, rows.Scan(&name, &privs))
+			out[name] = privs
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	require.Equal(t, privileges(prefix+"app"), privileges(readmeRole), "the README's grants and rlmmctl roles sql's application role")
+	readme := as("readme")
+	started, cancel = context.WithTimeout(ctx, time.Minute)
+	require.NoError(t, remotestorage.Migrate(started, readme), "Migrate with the README's grants")
+	cancel()
+	readmeManager, err := remotestorage.NewPgManager(ctx, readme)
+	require.NoError(t, err)
+	readmeManager.Close()
+
+	// The broker works, purging included.
 	m, err := remotestorage.NewPgManager(ctx, broker)
 	require.NoError(t, err)
+	forgotten := remotestorage.RemoteLogSegmentMetadata{
+		SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "audit", Partition: 0}, ID: uuid.New()},
+		EndOffset: 9, State: remotestorage.CopySegmentStarted, SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 0},
+	}
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, forgotten))
+	for _, st := range []remotestorage.RemoteLogSegmentState{remotestorage.CopySegmentFinished, remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished} {
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{SegmentID: forgotten.SegmentID, State: st}))
+	}
+	purged, err := m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err, "PurgeForgotten as the application role")
+	require.Equal(t, int64(1), purged)
 	tp := remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
 	seg := remotestorage.RemoteLogSegmentMetadata{
 		SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()}, EndOffset: 9,
@@ -110,7 +179,7 @@ func TestRolesSQL(t *testing.T) {
 		"ALTER TABLE rlmm_partitions DROP CONSTRAINT rlmm_partitions_pkey",
 		"DROP TABLE rlmm_segment_epochs",
 		"TRUNCATE rlmm_segments CASCADE",
-		"DELETE FROM rlmm_segments",
+		"DELETE FROM rlmm_partitions",
 		"INSERT INTO rlmm_goose_db_version (version_id, is_applied) VALUES (999, true)",
 		"UPDATE rlmm_goose_db_version SET is_applied = false",
 		"INSERT INTO rlmm_segment_transitions SELECT * FROM rlmm_segment_transitions",
@@ -141,6 +210,19 @@ func TestRolesSQL(t *testing.T) {
 	for _, sql := range []string{"UPDATE rlmm_segments SET broker_id = 1", "DELETE FROM rlmm_partitions", "TRUNCATE rlmm_segments CASCADE", "DROP TABLE rlmm_segments"} {
 		denied(dashboard, sql)
 	}
+}
+
+// readmeBrokerGrants is the SQL block of the README's "Database roles".
+func readmeBrokerGrants(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "OPERATIONS.md"))
+	require.NoError(t, err)
+	readme := string(b)
+	at := strings.Index(readme, "**Database roles**")
+	require.GreaterOrEqual(t, at, 0, "OPERATIONS.md's Database roles")
+	block := regexp.MustCompile("(?s)```sql\n(.*?)```").FindStringSubmatch(readme[at:])
+	require.NotNil(t, block, "OPERATIONS.md's grants")
+	return block[1]
 }
 
 func TestRolesSQLRejectsBadNames(t *testing.T) {

@@ -1,0 +1,195 @@
+package remotestorage_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// requireFKError checks that err is PostgreSQL's foreign_key_violation.
+func requireFKError(t *testing.T, err error, constraint string) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "want a PostgreSQL error, got %v", err)
+	require.Equal(t, pgerrcode.ForeignKeyViolation, pgErr.Code, pgErr.Message)
+	require.Equal(t, constraint, pgErr.ConstraintName, pgErr.Message)
+}
+
+// An epoch row always names an existing segment of its partition, as the
+// foreign key of schema 6 kept it: a DBA's UPDATE of a segment's or an
+// epoch row's identity, and an INSERT of an epoch row for a segment that
+// does not exist, are refused with 23503, and the lookups keep finding the
+// segment.
+func TestEpochRowsKeepTheirSegment(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := newGuardFixture(t)
+	id := f.addSegmentIn(t, rs.CopySegmentFinished)
+	other := f.addSegmentIn(t, rs.CopySegmentFinished)
+
+	_, err := f.pool.Exec(ctx, "UPDATE rlmm_segments SET segment_id = gen_random_uuid() WHERE segment_id = $1", id.ID)
+	requireFKError(t, err, "rlmm_segments_identity")
+	_, err = f.pool.Exec(ctx, "UPDATE rlmm_segments SET topic_id = $2 WHERE segment_id = $1", id.ID, other.TopicIDPartition.TopicID)
+	requireFKError(t, err, "rlmm_segments_identity")
+	_, err = f.pool.Exec(ctx, "UPDATE rlmm_segment_epochs SET segment_id = $2 WHERE segment_id = $1", id.ID, other.ID)
+	requireFKError(t, err, "rlmm_segment_epochs_identity")
+	_, err = f.pool.Exec(ctx, `
+		INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
+		    segment_start_offset, segment_end_offset, added_version, finished_version, last_version)
+		VALUES ($1, 0, gen_random_uuid(), 5, 0, 9, 1, 0, 9, 1, 2, 2)`, id.TopicIDPartition.TopicID)
+	requireFKError(t, err, "rlmm_segment_epochs_segment_fkey")
+	// An existing segment id, in another partition, is no better.
+	_, err = f.pool.Exec(ctx, `
+		INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
+		    segment_start_offset, segment_end_offset, added_version, finished_version, last_version)
+		VALUES ($1, 0, $2, 5, 0, 9, 1, 0, 9, 1, 2, 2)`, id.TopicIDPartition.TopicID, other.ID)
+	requireFKError(t, err, "rlmm_segment_epochs_segment_fkey")
+
+	for _, s := range []rs.RemoteLogSegmentID{id, other} {
+		got, found, err := f.m.RemoteLogSegmentMetadata(ctx, s.TopicIDPartition, 1, 50)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, s, got.SegmentID)
+	}
+	// The library's own inserts, several epoch rows in one statement, pass.
+	f.addSegmentIn(t, rs.CopySegmentStarted)
+}
+
+// oldCodeFinish is the COPY_SEGMENT_FINISHED statement of code of schema 2
+// (queries/segments.sql SegmentUpdate before migration 00004): it bumps the
+// partition, stamps the segment and its epoch rows, and does not raise
+// rlmm_epoch_ends. TestMigrationsUnderLiveBrokers runs the real old code.
+const oldCodeFinish = `
+WITH locked_partition AS MATERIALIZED (
+    SELECT p.version FROM rlmm_partitions p WHERE p.topic_id = $1 AND p.partition = $2 FOR UPDATE
+), segment AS (
+    UPDATE rlmm_segments AS s
+    SET state = 1, broker_id = 1, event_timestamp_ms = 1,
+        finished_version = coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp)),
+        last_version = (SELECT lp.version + 1 FROM locked_partition lp), updated_at = now()
+    WHERE s.segment_id = $3 AND s.state = ANY('{0,1}'::smallint[])
+    RETURNING s.*
+), partition_row AS (
+    UPDATE rlmm_partitions AS p SET version = segment.last_version, updated_at = now()
+    FROM segment WHERE p.topic_id = $1 AND p.partition = $2
+), epochs AS (
+    UPDATE rlmm_segment_epochs AS e
+    SET state = 1, finished_version = segment.finished_version, last_version = segment.last_version
+    FROM segment WHERE e.topic_id = $1 AND e.partition = $2 AND e.segment_id = $3
+)
+SELECT count(*) FROM segment`
+
+// Segments finished by brokers still on code older than rlmm_epoch_ends
+// (the rollout window of a rolling upgrade) count for EpochEndOffset and
+// FirstSegmentForTimestamp, uncached and cached: a trigger raises the epoch
+// ends whatever code finishes a segment.
+func TestOldCodeFinishesRaiseEpochEnds(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	managers, admin := brokersOn(t, dsn, 1)
+	m := managers[0]
+	cached := newCachedManager(t, dsn)
+	tp := testTP(0)
+	require.NoError(t, cached.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+
+	first := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, first))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(first, rs.CopySegmentFinished)))
+	waitLoaded(t, cached, tp)
+	// The old broker adds as this code does, and finishes its own way.
+	second := segment(tp, 100, 1099, map[rs.LeaderEpoch]int64{0: 100})
+	third := segment(tp, 1100, 1199, map[rs.LeaderEpoch]int64{1: 1100})
+	for _, s := range []rs.RemoteLogSegmentMetadata{second, third} {
+		s.MaxTimestampMs = 500
+		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, oldCodeFinish, tp.TopicID, tp.Partition, s.SegmentID.ID).Scan(&n))
+		require.Equal(t, 1, n)
+	}
+
+	uncached := m
+	for name, mgr := range map[string]*rs.PgManager{"uncached": uncached, "cached": cached} {
+		check := func() error {
+			for epoch, want := range map[rs.LeaderEpoch]int64{0: 1099, 1: 1199} {
+				got, found, err := mgr.EpochEndOffset(ctx, tp, epoch)
+				if err != nil {
+					return err
+				}
+				if !found || got != want {
+					return errors.New(name + ": EpochEndOffset is not the finished end")
+				}
+			}
+			for epoch, want := range map[rs.LeaderEpoch]rs.RemoteLogSegmentMetadata{0: second, 1: third} {
+				got, found, err := mgr.FirstSegmentForTimestamp(ctx, tp, epoch, 400, want.StartOffset)
+				if err != nil {
+					return err
+				}
+				if !found || got.SegmentID != want.SegmentID {
+					return errors.New(name + ": FirstSegmentForTimestamp misses the old code's segment")
+				}
+			}
+			return nil
+		}
+		var last error
+		eventually(t, 10*time.Second, name+" answers the old code's finishes", func() bool {
+			last = check()
+			return last == nil
+		})
+		require.NoError(t, last)
+	}
+}
+
+// rlmm_raise_epoch_ends() raises the epoch ends that earlier finishes
+// missed, from the epoch rows: idempotent, and each partition it changes is
+// bumped to a new version, so a cache follows.
+func TestRaiseEpochEndsBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	managers, admin := brokersOn(t, dsn, 1)
+	m := managers[0]
+	cached := newCachedManager(t, dsn)
+	tp, untouched := testTP(0), testTP(1)
+	require.NoError(t, cached.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	for _, p := range []rs.TopicIDPartition{tp, untouched} {
+		s := segment(p, 0, 99, map[rs.LeaderEpoch]int64{3: 0, 4: 50})
+		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+	}
+	waitCaughtUp(t, cached, tp)
+	// What a finish by old code before the trigger existed left: no row for
+	// epoch 4, a low one for epoch 3.
+	_, err := admin.Exec(ctx, "DELETE FROM rlmm_epoch_ends WHERE topic_id = $1 AND epoch = 4", tp.TopicID)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "UPDATE rlmm_epoch_ends SET end_offset = 10 WHERE topic_id = $1 AND epoch = 3", tp.TopicID)
+	require.NoError(t, err)
+	before, beforeUntouched := partitionVersion(t, admin, tp), partitionVersion(t, admin, untouched)
+
+	var changed int64
+	require.NoError(t, admin.QueryRow(ctx, "SELECT rlmm_raise_epoch_ends()").Scan(&changed))
+	require.EqualValues(t, 1, changed)
+	require.NoError(t, admin.QueryRow(ctx, "SELECT rlmm_raise_epoch_ends()").Scan(&changed))
+	require.EqualValues(t, 0, changed, "idempotent")
+	require.Equal(t, before+1, partitionVersion(t, admin, tp))
+	require.Equal(t, beforeUntouched, partitionVersion(t, admin, untouched))
+
+	for epoch, want := range map[rs.LeaderEpoch]int64{3: 49, 4: 99} {
+		got, found, err := m.EpochEndOffset(ctx, tp, epoch)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, want, got)
+		eventually(t, 10*time.Second, "the cache sees the raised epoch end", func() bool {
+			got, found, err := cached.EpochEndOffset(ctx, tp, epoch)
+			require.NoError(t, err)
+			return found && got == want
+		})
+	}
+}
