@@ -340,30 +340,3 @@ func (m *InMemoryManager) PurgedSegments() int64 {
 	defer m.mu.RUnlock()
 	return m.purgedSegments
 }
-
-// reloaded is the empty partition a (re)load fills, from a snapshot at
-// version. What old (the cached partition, nil on a first load) knows of
-// writes newer than the snapshot, this manager's own writes applied since
-// the snapshot was read, is kept: the load's rows are then older news and
-// put drops them.
-func reloaded(old *memPartition, version int64) *memPartition {
-	p := newMemPartition()
-	if old == nil {
-		return p
-	}
-	for id, s := range old.segments {
-		if s.lastVersion > version {
-			p.segments[id] = s
-			p.share(s)
-		}
-	}
-	for id, v := range old.forgotten {
-		if v > version {
-			p.forgotten[id] = v
-		}
-	}
-	if old.deleteVersion > version {
-		p.deleteState, p.deleteVersion = old.deleteState, old.deleteVersion
-	}
-	return p
-}

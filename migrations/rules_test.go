@@ -172,10 +172,10 @@ func TestPreludeLockMode(t *testing.T) {
 		got[s.version] = [2]string{s.lockMode(true), s.lockMode(false)}
 	}
 	for version, want := range map[int64][2]string{
-		4: {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
-		5: {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
-		6: {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
-		7: {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		4:  {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		5:  {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		6:  {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		7:  {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
 		12: {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
 	} {
 		require.Equal(t, want, got[version], "migration %d (up, down)", version)
