@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -261,4 +262,54 @@ func TestNewPgManagerWarnsOfAPlainPool(t *testing.T) {
 		m.Close()
 		require.Equal(t, c.warns, bytes.Contains([]byte(logs.String()), []byte("ConfigurePool")), "%s: %s", c.name, logs.String())
 	}
+}
+
+// TestConfigurePoolWarmsNewConnections: a ConfigurePool pool runs the
+// manager's statements once on each new connection, storing nothing, so the
+// first write it serves prepares nothing more; a connection to a database
+// not migrated yet still connects.
+func TestConfigurePoolWarmsNewConnections(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	rs.ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	m, err := rs.NewPgManager(ctx, pool)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+
+	pool.Reset() // a new connection for the write
+	prepared := func() (n int) {
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements", pgx.QueryExecModeSimpleProtocol).Scan(&n))
+		return n
+	}
+	before := prepared()
+	require.Positive(t, before, "the new connection prepared nothing")
+	tp := testTP(0)
+	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+	_, found, err := m.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, before, prepared(), "the first add, finish and lookup on a warmed connection prepared statements")
+	var partitions int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM rlmm_partitions").Scan(&partitions))
+	require.Equal(t, 1, partitions, "the warm-up stored something")
+
+	// A database without the schema: the warm-up fails quietly.
+	bare := cfg.Copy()
+	bare.ConnConfig.RuntimeParams["search_path"] = "rlmm_nothing_here"
+	bare.AfterConnect = nil
+	rs.ConfigurePool(bare)
+	bp, err := pgxpool.NewWithConfig(ctx, bare)
+	require.NoError(t, err)
+	t.Cleanup(bp.Close)
+	var one int
+	require.NoError(t, bp.QueryRow(ctx, "SELECT 1").Scan(&one))
 }
