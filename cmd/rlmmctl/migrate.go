@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -332,9 +333,12 @@ func parseUpSection(file string, content string) (upSection, error) {
 	if m == nil {
 		return s, fmt.Errorf("migration %s: the name does not start with a version", file)
 	}
-	if _, err := fmt.Sscan(m[1], &s.version); err != nil {
+	// Decimal: fmt.Sscan would read the leading zeros as octal ("00008" is 0).
+	v, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
 		return s, fmt.Errorf("migration %s: version: %w", file, err)
 	}
+	s.version = v
 	var body strings.Builder
 	inUp := false
 	for _, line := range strings.SplitAfter(content, "\n") {
