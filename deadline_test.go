@@ -212,8 +212,10 @@ func TestCanceledWriteKeepsItsConnection(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.True(t, rs.OutcomeUnknown(err), "%v", err)
 
-		// The statement was canceled on the server: the lock holder's
-		// commit lets nothing through, and the connection is the same.
+		// The statement is canceled on the server, and the connection goes
+		// back to the pool: then the lock holder's commit lets nothing
+		// through, and the connection is the same.
+		eventually(t, time.Minute, "the connection is back in the pool", func() bool { return pool.Stat().AcquiredConns() == 0 })
 		require.NoError(t, tx.Commit(ctx))
 		lock.Close()
 		segs, err := m.ListRemoteLogSegments(ctx, tp)

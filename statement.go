@@ -26,10 +26,11 @@ import (
 // cannot cancel. When the caller's context ends first, the call returns at
 // once with an error for which OutcomeUnknown is true, and in the
 // background the manager asks the server to cancel the statement (a cancel
-// request, as ConfigurePool's pools do), waits for its end and gives the
-// connection back to the pool. Should the server not end it within
-// DefaultCancelDeadlineDelay, the statement's own context is cancelled:
-// the pool's context watcher then closes the connection.
+// request, as ConfigurePool's pools do, sent again while the statement
+// runs on), waits for its end and gives the connection back to the pool.
+// Should the server not end it within DefaultCancelDeadlineDelay, the
+// statement's own context is cancelled: the pool's context watcher then
+// closes the connection.
 
 // statementAbandonedError is the cause of a call whose context ended while
 // its statement ran: the statement may still commit.
@@ -48,6 +49,9 @@ func (e *statementAbandonedError) Unwrap() error { return e.ctxErr }
 func (e *statementAbandonedError) Timeout() bool {
 	return errors.Is(e.ctxErr, context.DeadlineExceeded)
 }
+
+// cancelRetry is the first pause before a cancel request is sent again.
+const cancelRetry = 20 * time.Millisecond
 
 // statementResult is what a statement run in the background returned.
 type statementResult[T any] struct {
@@ -97,18 +101,28 @@ func runStatement[T any](ctx context.Context, pool *pgxpool.Pool, stmt func(cont
 func finishAbandoned[T any](conn *pgxpool.Conn, done <-chan statementResult[T], stop context.CancelFunc, late func(T, error)) {
 	defer stop()
 	pgConn := conn.Conn().PgConn()
-	cancelCtx, cancel := context.WithTimeout(context.Background(), DefaultCancelDeadlineDelay)
-	cancelErr := pgConn.CancelRequest(cancelCtx)
-	cancel()
+	giveUp := time.After(DefaultCancelDeadlineDelay)
 	var r statementResult[T]
-	select {
-	case r = <-done:
-	case <-time.After(DefaultCancelDeadlineDelay):
-		stop() // the pool's context watcher interrupts the statement
-		r = <-done
+	var cancelled bool // a cancel request reached the server
+	// A cancel request that reaches the backend while it still waits for
+	// the statement is ignored: send another while the statement runs on,
+	// at growing intervals.
+	for retry := cancelRetry; ; retry *= 2 {
+		cancelCtx, cancel := context.WithTimeout(context.Background(), DefaultCancelDeadlineDelay)
+		cancelled = pgConn.CancelRequest(cancelCtx) == nil || cancelled
+		cancel()
+		select {
+		case r = <-done:
+		case <-time.After(retry):
+			continue
+		case <-giveUp:
+			stop() // the pool's context watcher interrupts the statement
+			r = <-done
+		}
+		break
 	}
 	var pgErr *pgconn.PgError
-	if cancelErr == nil && !conn.Conn().IsClosed() && !(errors.As(r.err, &pgErr) && pgErr.Code == pgerrcode.QueryCanceled) {
+	if cancelled && !conn.Conn().IsClosed() && !(errors.As(r.err, &pgErr) && pgErr.Code == pgerrcode.QueryCanceled) {
 		// The statement ended before the cancel reached it. The signal
 		// may still be on its way to the backend: let it fall on a
 		// statement of no consequence, not on the next caller's.

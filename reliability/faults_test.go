@@ -305,6 +305,7 @@ func TestFaultRowLock(t *testing.T) {
 	released := time.Now()
 	require.NoError(t, b.m.AddRemoteLogSegmentMetadata(ctx, segmentOf(tp, 100)))
 	recovered := time.Since(released)
+	eventually(t, waitTimeout, "the plain pool's connection is back", func() bool { return plain.pool.Stat().AcquiredConns() == 0 })
 	require.NoError(t, plain.m.AddRemoteLogSegmentMetadata(ctx, segmentOf(tp, 60)), "the plain pool's next write")
 	require.Equal(t, plainConns, plain.pool.Stat().NewConnsCount(), "the plain pool lost its connection to the deadline")
 
