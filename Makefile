@@ -8,7 +8,7 @@ BIN := $(CURDIR)/bin
 SQLC := $(BIN)/sqlc-$(SQLC_VERSION)
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
-TEST_FLAGS ?= -race -count=1 -timeout 9m
+TEST_FLAGS ?= -race -count=1 -timeout 20m
 FUZZTIME ?= 15s
 
 .DEFAULT_GOAL := help

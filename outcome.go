@@ -28,6 +28,11 @@ import (
 //     own transaction, which the error rolled back;
 //   - the context's deadline passed while waiting for a pooled connection.
 //
+// When the context ends while the statement runs, the call returns at once
+// and the outcome is unknown: the manager asks the server to cancel the
+// statement and keeps the connection for the pool, but the statement may
+// commit before the cancel reaches it.
+//
 // Both kinds match ErrIO. A context cancelled (rather than timed out) is
 // reported as unknown even while waiting for a connection: pgx reports a
 // cancelled read and a cancelled wait with the same bare context.Canceled.
@@ -81,6 +86,10 @@ func isContextError(err error) bool {
 }
 
 func causeOutcomeUnknown(cause error) bool {
+	var abandoned *statementAbandonedError
+	if errors.As(cause, &abandoned) {
+		return true // the statement was sent, and may commit after the call
+	}
 	var connectErr *pgconn.ConnectError
 	if errors.As(cause, &connectErr) {
 		return false // no connection, nothing sent

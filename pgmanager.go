@@ -49,6 +49,7 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 	if m.opts.readReplica != nil {
 		m.reader = m.opts.readReplica
 	}
+	m.warnClosesOnCancel()
 	if m.opts.cache {
 		m.cache = newPgCache(m)
 	}
@@ -171,13 +172,22 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 		params.Epochs[i], params.EpochFirstOffsets[i], params.EpochLastOffsets[i] = int32(e), first, last
 		params.MaxEpochSpan = max(params.MaxEpochSpan, last-first)
 	}
-	version, err := m.queries.SegmentAdd(ctx, m.pool, params)
-	var pgErr *pgconn.PgError
-	switch {
-	case err == nil:
+	added := func(version int64) {
 		m.committed(s.SegmentID.TopicIDPartition, version, func(p *memPartition) {
 			p.put(newMemSegment(s.clone(), version, 0, version))
 		})
+	}
+	version, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (int64, error) {
+		return m.queries.SegmentAdd(ctx, tx, params)
+	}, func(version int64, err error) {
+		if err == nil {
+			added(version) // committed after the caller was answered
+		}
+	})
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		added(version)
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record", s.SegmentID.ID, s.SegmentID.TopicIDPartition)
@@ -193,7 +203,7 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 	if err := validateUpdate(u, m.opts.maxCustomMetadataBytes); err != nil {
 		return err
 	}
-	row, err := m.queries.SegmentUpdate(ctx, m.pool, db.SegmentUpdateParams{
+	params := db.SegmentUpdateParams{
 		TopicID:          dbuuid.UUID(u.SegmentID.TopicIDPartition.TopicID),
 		Partition:        u.SegmentID.TopicIDPartition.Partition,
 		SegmentID:        dbuuid.UUID(u.SegmentID.ID),
@@ -203,14 +213,11 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 		CustomMetadata:   u.CustomMetadata,
 		Allowed:          stateCodes(AllowedSegmentFromStates(u.State)),
 		Finishing:        u.State == CopySegmentFinished,
-	})
-	switch {
-	case err != nil:
-		return ioError(ctx, err, "update segment %s to %s", u.SegmentID.ID, u.State)
-	case row.UpdatedVersion >= 0:
-		// The statement returned the segment's new row: the cache applies
-		// it whether or not it had seen the segment, with no second read
-		// that a caller's deadline could cut short.
+	}
+	// The statement returns the segment's new row: the cache applies it
+	// whether or not it had seen the segment, with no second read that a
+	// caller's deadline could cut short.
+	updated := func(row db.SegmentUpdateRow) {
 		s := segmentFromUpdate(u, row)
 		m.committed(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) {
 			p.put(s)
@@ -218,6 +225,19 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 				p.raiseEpochEnds(s) // as SegmentUpdate's epoch_ends CTE
 			}
 		})
+	}
+	row, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.SegmentUpdateRow, error) {
+		return m.queries.SegmentUpdate(ctx, tx, params)
+	}, func(row db.SegmentUpdateRow, err error) {
+		if err == nil && row.UpdatedVersion >= 0 {
+			updated(row) // committed after the caller was answered
+		}
+	})
+	switch {
+	case err != nil:
+		return ioError(ctx, err, "update segment %s to %s", u.SegmentID.ID, u.State)
+	case row.UpdatedVersion >= 0:
+		updated(row)
 		return nil
 	case row.CurrentState < 0 || RemotePartitionDeleteState(row.DeleteState) == DeletePartitionFinished:
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
@@ -257,28 +277,37 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	tp := d.TopicIDPartition
 	from, fromNone := allowedPartitionDeleteFromStates(d.State)
 	allowed := stateCodes(from)
-	var version int64
-	var err error
-	if fromNone {
-		allowed = append(allowed, int16(partitionDeleteNone))
-		version, err = m.queries.PartitionDeleteUpsert(ctx, m.pool, db.PartitionDeleteUpsertParams{
-			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Topic: tp.Topic,
-			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
-			Allowed: allowed,
-		})
-	} else {
-		version, err = m.queries.PartitionDeleteUpdate(ctx, m.pool, db.PartitionDeleteUpdateParams{
+	put := func(ctx context.Context, tx db.DBTX) (int64, error) {
+		return m.queries.PartitionDeleteUpdate(ctx, tx, db.PartitionDeleteUpdateParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
 	}
-	if err == nil {
+	if fromNone {
+		allowed = append(allowed, int16(partitionDeleteNone))
+		put = func(ctx context.Context, tx db.DBTX) (int64, error) {
+			return m.queries.PartitionDeleteUpsert(ctx, tx, db.PartitionDeleteUpsertParams{
+				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Topic: tp.Topic,
+				State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
+				Allowed: allowed,
+			})
+		}
+	}
+	stored := func(version int64) {
 		m.committed(tp, version, func(p *memPartition) {
 			if version > p.deleteVersion {
 				p.deleteState, p.deleteVersion = d.State, version
 			}
 		})
+	}
+	version, err := runStatement(ctx, m.pool, put, func(version int64, err error) {
+		if err == nil {
+			stored(version) // committed after the caller was answered
+		}
+	})
+	if err == nil {
+		stored(version)
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -287,7 +316,9 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	// Refused. A second round trip, on the failure path only, names the
 	// state the partition is in.
 	current := partitionDeleteNone
-	p, err := m.queries.PartitionGet(ctx, m.pool, db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	p, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.RlmmPartition, error) {
+		return m.queries.PartitionGet(ctx, tx, db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	}, nil)
 	switch {
 	case err == nil && p.DeleteState.Valid:
 		current = RemotePartitionDeleteState(p.DeleteState.Int16)
@@ -306,9 +337,11 @@ func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPart
 	if offset < 0 {
 		return RemoteLogSegmentMetadata{}, false, nil // no segment holds a negative offset
 	}
-	row, err := m.queries.SegmentLookup(ctx, m.reader, db.SegmentLookupParams{
-		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
-	})
+	row, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (db.SegmentLookupRow, error) {
+		return m.queries.SegmentLookup(ctx, tx, db.SegmentLookupParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
+		})
+	}, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return RemoteLogSegmentMetadata{}, false, nil
@@ -326,9 +359,11 @@ func (m *PgManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartiti
 	if served, err := m.fromCache(tp, func(p *memPartition) { highest, found = p.highest(epoch) }); served {
 		return highest, found, err
 	}
-	offset, err := m.queries.SegmentHighestOffset(ctx, m.reader, db.SegmentHighestOffsetParams{
-		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-	})
+	offset, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (int64, error) {
+		return m.queries.SegmentHighestOffset(ctx, tx, db.SegmentHighestOffsetParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
+		})
+	}, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, false, nil
@@ -345,7 +380,9 @@ func (m *PgManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartiti
 	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(all) }); served {
 		return list, err
 	}
-	rows, err := m.queries.SegmentList(ctx, m.reader, db.SegmentListParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	rows, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) ([]db.SegmentListRow, error) {
+		return m.queries.SegmentList(ctx, tx, db.SegmentListParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	}, nil)
 	if err != nil {
 		return nil, ioError(ctx, err, "list segments of %s", tp)
 	}
@@ -363,9 +400,11 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(carries(epoch)) }); served {
 		return list, err
 	}
-	rows, err := m.queries.SegmentListByEpoch(ctx, m.reader, db.SegmentListByEpochParams{
-		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-	})
+	rows, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) ([]db.SegmentListByEpochRow, error) {
+		return m.queries.SegmentListByEpoch(ctx, tx, db.SegmentListByEpochParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
+		})
+	}, nil)
 	if err != nil {
 		return nil, ioError(ctx, err, "list segments of epoch %d in %s", epoch, tp)
 	}
@@ -417,7 +456,9 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 }
 
 func (m *PgManager) partitionVersion(ctx context.Context, pool *pgxpool.Pool, tp TopicIDPartition, where string) (int64, error) {
-	version, err := m.queries.PartitionVersion(ctx, pool, db.PartitionVersionParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	version, err := runStatement(ctx, pool, func(ctx context.Context, tx db.DBTX) (int64, error) {
+		return m.queries.PartitionVersion(ctx, tx, db.PartitionVersionParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	}, nil)
 	if err != nil {
 		return 0, ioError(ctx, err, "read the version of %s on the %s", tp, where)
 	}
@@ -431,9 +472,11 @@ func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoc
 	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(carries(epoch)) }); served {
 		return totalSize(list), err
 	}
-	size, err := m.queries.SegmentSizeByEpoch(ctx, m.reader, db.SegmentSizeByEpochParams{
-		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-	})
+	size, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (int64, error) {
+		return m.queries.SegmentSizeByEpoch(ctx, tx, db.SegmentSizeByEpochParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
+		})
+	}, nil)
 	if err != nil {
 		return 0, ioError(ctx, err, "remote log size of epoch %d in %s", epoch, tp)
 	}
@@ -449,9 +492,11 @@ func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDParti
 	if offset < 0 {
 		return RemoteLogSegmentMetadata{}, false, nil // the walk's first lookup misses
 	}
-	row, err := m.queries.SegmentNextWithTxnIndex(ctx, m.reader, db.SegmentNextWithTxnIndexParams{
-		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
-	})
+	row, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (db.SegmentNextWithTxnIndexRow, error) {
+		return m.queries.SegmentNextWithTxnIndex(ctx, tx, db.SegmentNextWithTxnIndexParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
+		})
+	}, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return RemoteLogSegmentMetadata{}, false, nil

@@ -26,10 +26,12 @@ func (m *PgManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPart
 	// Every EndOffset is >= 0, so a negative startingOffset filters nothing
 	// more than 0 does (and the walk's bound cannot overflow).
 	startingOffset = max(startingOffset, 0)
-	row, err := m.queries.SegmentFirstForTimestamp(ctx, m.reader, db.SegmentFirstForTimestampParams{
-		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-		TimestampMs: timestampMs, StartingOffset: startingOffset,
-	})
+	row, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (db.SegmentFirstForTimestampRow, error) {
+		return m.queries.SegmentFirstForTimestamp(ctx, tx, db.SegmentFirstForTimestampParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
+			TimestampMs: timestampMs, StartingOffset: startingOffset,
+		})
+	}, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return RemoteLogSegmentMetadata{}, false, nil
@@ -51,9 +53,11 @@ func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epo
 	if served, err := m.fromCache(tp, func(p *memPartition) { end, found = p.epochEnd(epoch) }); served {
 		return end, found, err
 	}
-	end, err := m.queries.EpochEndOffset(ctx, m.reader, db.EpochEndOffsetParams{
-		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-	})
+	end, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (int64, error) {
+		return m.queries.EpochEndOffset(ctx, tx, db.EpochEndOffsetParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
+		})
+	}, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, false, nil

@@ -116,8 +116,9 @@ func dsnPasswords(dsn string) []string {
 
 // ConfigurePool prepares a pool configuration for a database that restarts,
 // crashes and drops connections. It keeps what the caller set (its
-// BeforeConnect runs after the backoff's, its Tracer beside the backoff's)
-// except the context watcher handler, which it replaces, and adds:
+// BeforeConnect runs after the backoff's, its AfterConnect before the
+// warm-up, its Tracer beside the backoff's) except the context watcher
+// handler, which it replaces, and adds:
 //
 //   - A connect backoff. pgxpool opens a new connection for every Acquire
 //     that finds none idle, so while the database is down each call of each
@@ -129,6 +130,12 @@ func dsnPasswords(dsn string) []string {
 //     OutcomeUnknown is false. The first successful connection ends the
 //     backoff.
 //   - A connect timeout (DefaultConnectTimeout) when the DSN sets none.
+//   - A warm-up of each new connection (its AfterConnect runs after the
+//     caller's): the manager's add, finish and queries, run once in a
+//     transaction rolled back, so that the first call a connection serves
+//     does not pay for preparing, planning, catalog loading and compiling
+//     the row rules (about five warm writes' worth, measured). A connection
+//     to a database not migrated yet is not warmed.
 //   - Cancel requests: when a caller's context ends during a statement, pgx
 //     asks the server to cancel it (and closes the connection if the server
 //     does not answer within DefaultCancelDeadlineDelay) instead of only
@@ -151,6 +158,17 @@ func ConfigurePool(cfg *pgxpool.Config, opts ...PoolOption) {
 	}
 	cc.BuildContextWatcherHandler = func(pgConn *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: pgConn, DeadlineDelay: DefaultCancelDeadlineDelay}
+	}
+
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, conn); err != nil {
+				return err
+			}
+		}
+		warmUp(ctx, conn)
+		return nil
 	}
 
 	before := cfg.BeforeConnect
@@ -239,3 +257,39 @@ func (b *connectBackoff) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx
 }
 
 func (b *connectBackoff) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// closesOnCancel reports whether pool's connections are closed when a
+// context interrupts their statement: pgx's default context watcher does
+// that, where ConfigurePool's sends a cancel request and keeps the
+// connection. A handler the caller wrote is given the benefit of the doubt.
+func closesOnCancel(pool *pgxpool.Pool) (closes bool) {
+	build := pool.Config().ConnConfig.BuildContextWatcherHandler
+	if build == nil {
+		return true // pgconn falls back to its deadline handler
+	}
+	defer func() {
+		if recover() != nil {
+			closes = false // a handler of the caller's that needs a live connection
+		}
+	}()
+	_, deadline := build(&pgconn.PgConn{}).(*pgconn.DeadlineContextWatcherHandler)
+	return deadline
+}
+
+// warnClosesOnCancel warns, through WithLogger's logger, about each of the
+// manager's pools whose connections die when a caller's deadline interrupts
+// a statement.
+func (m *PgManager) warnClosesOnCancel() {
+	pools := []*pgxpool.Pool{m.pool}
+	if m.reader != m.pool {
+		pools = append(pools, m.reader)
+	}
+	for i, pool := range pools {
+		if closesOnCancel(pool) {
+			role := []string{"primary", "read replica"}[i]
+			m.logWarn("the "+role+" pool closes a connection whenever a context ends during its statement (pgx's default), and a new connection's first statements cost several warm ones; "+
+				"the manager's single statements send a cancel request instead, but its transactions and other users of the pool do not: "+
+				"build the pool with remotestorage.NewPool, or apply remotestorage.ConfigurePool to its configuration", "pool", role)
+		}
+	}
+}

@@ -81,6 +81,9 @@ DECLARE
     broken text;
     detail text;
 BEGIN
+    IF r.epoch >= 0 AND r.end_offset >= 0 AND r.max_segment_span >= 0 THEN
+        RETURN true; -- every rule holds: nothing more to prepare
+    END IF;
     IF NOT (r.epoch >= 0) THEN
         broken := 'rlmm_epoch_ends_epoch_check'; detail := format('epoch %s is negative', r.epoch);
     ELSIF NOT (r.end_offset >= 0) THEN
@@ -256,6 +259,15 @@ DECLARE
     broken text;
     detail text;
 BEGIN
+    IF r.partition >= 0
+       AND length(r.topic) BETWEEN 1 AND 249
+       AND ltrim(r.topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = ''
+       AND r.topic NOT IN ('.', '..')
+       AND r.version >= 0 AND r.max_epoch_span >= 0
+       AND ((r.delete_state IS NULL AND r.delete_broker_id IS NULL AND r.delete_event_timestamp_ms IS NULL)
+            OR (r.delete_state IN (0, 1, 2) AND r.delete_broker_id IS NOT NULL AND r.delete_event_timestamp_ms IS NOT NULL)) THEN
+        RETURN true; -- every rule holds: nothing more to prepare
+    END IF;
     IF NOT (r.partition >= 0) THEN
         broken := 'rlmm_partitions_partition_check'; detail := format('partition %s is negative', r.partition);
     ELSIF NOT (r.topic ~ '^[a-zA-Z0-9._-]{1,249}$' AND r.topic NOT IN ('.', '..')) THEN
@@ -463,6 +475,12 @@ DECLARE
     broken text;
     detail text;
 BEGIN
+    IF r.epoch >= 0
+       AND r.state IN (0, 1, 2, 3)
+       AND r.segment_start_offset <= r.first_offset AND r.first_offset <= r.last_offset AND r.last_offset <= r.segment_end_offset
+       AND (r.state <> 1 OR r.finished_version IS NOT NULL) THEN
+        RETURN true; -- every rule holds: nothing more to prepare
+    END IF;
     IF NOT (r.epoch >= 0) THEN
         broken := 'rlmm_segment_epochs_epoch_check'; detail := format('epoch %s is negative', r.epoch);
     ELSIF NOT (r.state IN (0, 1, 2, 3)) THEN
@@ -757,6 +775,18 @@ DECLARE
     broken text;
     detail text;
 BEGIN
+    IF r.state IN (0, 1, 2, 3)
+       AND 0 <= r.start_offset AND r.start_offset <= r.end_offset
+       AND r.segment_size_bytes >= 0
+       AND r.added_version <= r.last_version
+       AND (r.finished_version IS NULL OR (r.added_version < r.finished_version AND r.finished_version <= r.last_version))
+       AND (r.state <> 1 OR r.finished_version IS NOT NULL)
+       AND cardinality(r.epochs) >= 1
+       AND cardinality(r.epochs) = cardinality(r.epoch_start_offsets)
+       AND r.epoch_start_offsets[1] >= r.start_offset
+       AND r.epoch_start_offsets[cardinality(r.epoch_start_offsets)] <= r.end_offset THEN
+        RETURN true; -- every rule holds: nothing more to prepare
+    END IF;
     IF NOT (r.state IN (0, 1, 2, 3)) THEN
         broken := 'rlmm_segments_state_check'; detail := format('state %s is not 0, 1, 2 or 3', r.state);
     ELSIF NOT (0 <= r.start_offset AND r.start_offset <= r.end_offset) THEN

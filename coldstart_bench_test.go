@@ -1,0 +1,125 @@
+package remotestorage_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+)
+
+// BenchmarkColdStart is what a write and a query cost on a connection that
+// has just been opened (a pool that grew, a connection past its lifetime, a
+// failover), next to the same on a warm connection and to the baseline: a
+// raw single-row UPDATE as a new connection's first statement, in the same
+// run. Each op of a cold row closes the pool's connections and opens a new
+// one outside the timer, then times one call: the connect is not counted,
+// the first statement's preparing, planning, catalog loading and the row
+// rules' compilation are. A ConfigurePool pool warms each new connection
+// as it connects (untimed here, as the connect is).
+//
+//	go test -run '^$' -bench '^BenchmarkColdStart$' -benchtime 200x .
+//
+// The target: a cold write, and a cold query, cost at most twice the raw
+// cold UPDATE.
+func BenchmarkColdStart(b *testing.B) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(b)
+	setup := freshPool(b, dsn, 1)
+	_, err := setup.Exec(ctx, `
+CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
+INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
+ANALYZE bench_raw;`)
+	require.NoError(b, err)
+	adder, err := rs.NewPgManager(ctx, setup)
+	require.NoError(b, err)
+	b.Cleanup(adder.Close)
+	tp := testTP(0)
+	var offset int64
+	// added is a new segment in COPY_SEGMENT_STARTED for the timed update.
+	added := func() rs.RemoteLogSegmentMetadata {
+		s := segment(tp, offset, offset+99, map[rs.LeaderEpoch]int64{0: offset})
+		offset += 100
+		require.NoError(b, adder.AddRemoteLogSegmentMetadata(ctx, s))
+		return s
+	}
+	require.NoError(b, adder.UpdateRemoteLogSegmentMetadata(ctx, update(added(), rs.CopySegmentFinished))) // the one looked up
+
+	plain := freshPool(b, dsn, 1)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(b, err)
+	cfg.MaxConns = 1
+	rs.ConfigurePool(cfg)
+	configured, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(b, err)
+	b.Cleanup(configured.Close)
+	var pool *pgxpool.Pool
+	var m *rs.PgManager
+	managers := map[*pgxpool.Pool]*rs.PgManager{}
+	for _, p := range []*pgxpool.Pool{plain, configured} {
+		managers[p], err = rs.NewPgManager(ctx, p)
+		require.NoError(b, err)
+		b.Cleanup(managers[p].Close)
+	}
+	// reconnect replaces the pool's connection by a new one, untimed.
+	reconnect := func(b *testing.B) {
+		b.StopTimer()
+		pool.Reset()
+		c, err := pool.Acquire(ctx)
+		require.NoError(b, err)
+		c.Release()
+		b.StartTimer()
+	}
+	finish := func(b *testing.B, cold bool) {
+		b.StopTimer()
+		s := added()
+		b.StartTimer()
+		if cold {
+			reconnect(b)
+		}
+		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+	}
+	lookup := func(b *testing.B, cold bool) {
+		if cold {
+			reconnect(b)
+		}
+		_, found, err := m.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
+		require.NoError(b, err)
+		require.True(b, found)
+	}
+	raw := func(b *testing.B, cold bool) {
+		if cold {
+			reconnect(b)
+		}
+		_, err := pool.Exec(ctx, "UPDATE bench_raw SET event_timestamp_ms = $2 WHERE id = $1", int(offset%2000), time.Now().UnixNano())
+		require.NoError(b, err)
+	}
+	for _, c := range []struct {
+		name string
+		op   func(b *testing.B, cold bool)
+		cold bool
+		pool *pgxpool.Pool
+	}{
+		{"raw UPDATE cold", raw, true, plain},
+		{"library write cold, plain pool", finish, true, plain},
+		{"library query cold, plain pool", lookup, true, plain},
+		{"library write cold, ConfigurePool", finish, true, configured},
+		{"library query cold, ConfigurePool", lookup, true, configured},
+		{"raw UPDATE warm", raw, false, plain},
+		{"library write warm", finish, false, plain},
+		{"library query warm", lookup, false, plain},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			pool, m = c.pool, managers[c.pool]
+			c.op(b, false) // warm rows start warm
+			b.ResetTimer()
+			for b.Loop() {
+				c.op(b, c.cold)
+			}
+		})
+	}
+}
