@@ -5,7 +5,7 @@ import (
 
 	"context"
 
-	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 

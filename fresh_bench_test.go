@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )

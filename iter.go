@@ -7,7 +7,7 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 

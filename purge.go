@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/db"
 )
 
 // DefaultForgottenRetention is how long a forgotten segment is kept before

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/krabka/remotestorage/internal/db"
+	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 

@@ -1,4 +1,4 @@
-// Package dbuuid is the UUID type of the generated queries (internal/db,
+// Package dbuuid is the UUID type of the generated queries (db,
 // sqlc.yaml's override for uuid). It is github.com/google/uuid's UUID with
 // pgx's own UUID interfaces instead of database/sql's: pgx encodes a
 // uuid.UUID parameter through driver.Valuer, as a string it first fails to
