@@ -11,17 +11,11 @@ import (
 )
 
 // notifier tells other managers' caches of this manager's writes, after
-// they commit. PostgreSQL serialises the commits of every transaction that
-// called pg_notify on one global lock; a write statement that notified
-// itself made committing brokers queue behind each other. The notifier
-// instead sends, on a connection of its own, one statement that notifies
-// every partition written since its previous send: one NOTIFY commit per
-// batch, none on the write path, and the write's round trip unchanged.
-//
-// A notification can still be lost (this process dies after the commit and
-// before the send, or the send fails): caches never depend on one. Their
-// periodic version poll (pgCache.poll) bounds how stale a lost notification
-// leaves them, and CaughtUp compares versions, not notifications.
+// they commit: on a connection of its own, one statement notifies every
+// partition written since its previous send, so no write statement calls
+// pg_notify (whose commits PostgreSQL serialises on one global lock). A lost
+// notification only delays a cache: docs/SCALING.md ("How the cache stays
+// fresh") says what bounds it.
 type notifier struct {
 	side *sideConn
 	log  func(msg string, args ...any)

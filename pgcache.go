@@ -18,25 +18,17 @@ import (
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
-// notifyChannel is the channel every write notifies at commit, with the
-// payload "<topic id>/<partition>/<version>".
+// notifyChannel is the channel on which writes are announced, after they
+// commit (notifier.go), with the payload "<topic id>/<partition>/<version>".
 const notifyChannel = "rlmm_changes"
 
-// pgCache holds the partitions a PgManager consumes. Every write to a
-// partition bumps its version (under the partition row lock, so versions
-// commit in order) and stamps the segments it wrote with it (last_version).
-// A cached partition at version v catches up by reading, in one snapshot,
-// the partition row and the segments with last_version > v: that snapshot
-// holds every write up to the partition's version and no gap. Notifications
-// only say when to do so; a lost or reordered one delays the cache, it never
-// corrupts it, and CaughtUp compares versions, not notifications.
-//
-// Rows that vanish leave nothing in that feed: a DBA's DELETE marks the
-// partition (its vanished_version, and a new version when a live segment
-// went), and a TRUNCATE, which restarts every version, bumps the data's
-// generation (rlmm_data_generation; migration 00010). A cache older than
-// the partition's vanished_version, loaded at another generation, or ahead
-// of the partition's version reloads the partition instead of catching up.
+// pgCache holds the partitions a PgManager consumes, and keeps them fresh
+// as docs/SCALING.md ("How the cache stays fresh") describes: a cached
+// partition at version v catches up by reading, in one snapshot, the
+// partition row and the segments with last_version > v; notifications only
+// say when. A cache older than the partition's vanished_version, loaded at
+// another data generation, or ahead of the partition's version reloads the
+// partition instead (rows a DBA or a purge deleted leave nothing to read).
 type pgCache struct {
 	m *PgManager
 
@@ -393,7 +385,7 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 	if err != nil {
 		return changes{}, err
 	}
-	read.epochEnds, err = c.readEpochEnds(ctx, tx, tp, after) // issue 13: EpochEndOffset outlives deleted segments
+	read.epochEnds, err = c.readEpochEnds(ctx, tx, tp, after) // EpochEndOffset outlives deleted segments
 	if err != nil {
 		return changes{}, err
 	}

@@ -116,7 +116,7 @@ type SegmentFirstForTimestampRow struct {
 	RlmmSegment RlmmSegment
 }
 
-// Issue 13: FirstSegmentForTimestamp and EpochEndOffset. rlmm_epoch_ends is
+// FirstSegmentForTimestamp and EpochEndOffset. rlmm_epoch_ends is
 // raised by SegmentUpdate's epoch_ends CTE (queries/segments.sql) and by the
 // guard trigger of a manual COPY_SEGMENT_FINISHED (migrations/00004).
 // The first finished segment carrying @epoch, in list order (start offset,

@@ -679,7 +679,7 @@ WITH locked_partition AS MATERIALIZED (
     FROM segment
     WHERE e.topic_id = $2::uuid AND e.partition = $3::integer AND e.segment_id = $1::uuid
 ), epoch_ends AS (
-    -- Issue 13 (EpochEndOffset, migrations/00004): a COPY_SEGMENT_FINISHED
+    -- EpochEndOffset (migrations/00004): a COPY_SEGMENT_FINISHED
     -- raises the partition's per-epoch high-water marks to the ends of the
     -- segment's epoch ranges (and the longest finished segment per epoch,
     -- FirstSegmentForTimestamp's bound). Nothing lowers them. Reads the

@@ -4,7 +4,7 @@
 -- window: a COPY_SEGMENT_FINISHED written by such code does not raise
 -- rlmm_epoch_ends, so EpochEndOffset (new code) can answer low for those
 -- segments until they are re-finished; see docs/MIGRATIONS.md.
--- Issue 13: EpochEndOffset and FirstSegmentForTimestamp. Expand-only.
+-- For EpochEndOffset and FirstSegmentForTimestamp. Expand-only.
 
 -- EpochEndOffset: per (partition, epoch), the high-water mark of the ends
 -- of the epoch's ranges in the segments that reached COPY_SEGMENT_FINISHED.

@@ -1,6 +1,6 @@
 -- +goose Up
 -- rlmm:compatible-with 2
--- Issue 12: writes whose cost does not depend on statistics, and cheaper.
+-- Writes whose cost does not depend on statistics, and cheaper.
 -- Expand-only for the library: its statements, the rows they write and the
 -- rules those rows obey are unchanged; code of schema 2 and later runs on it.
 --

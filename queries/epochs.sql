@@ -1,4 +1,4 @@
--- Issue 13: FirstSegmentForTimestamp and EpochEndOffset. rlmm_epoch_ends is
+-- FirstSegmentForTimestamp and EpochEndOffset. rlmm_epoch_ends is
 -- raised by SegmentUpdate's epoch_ends CTE (queries/segments.sql) and by the
 -- guard trigger of a manual COPY_SEGMENT_FINISHED (migrations/00004).
 

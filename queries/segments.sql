@@ -93,7 +93,7 @@ WITH locked_partition AS MATERIALIZED (
     FROM segment
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
 ), epoch_ends AS (
-    -- Issue 13 (EpochEndOffset, migrations/00004): a COPY_SEGMENT_FINISHED
+    -- EpochEndOffset (migrations/00004): a COPY_SEGMENT_FINISHED
     -- raises the partition's per-epoch high-water marks to the ends of the
     -- segment's epoch ranges (and the longest finished segment per epoch,
     -- FirstSegmentForTimestamp's bound). Nothing lowers them. Reads the

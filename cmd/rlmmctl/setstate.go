@@ -5,8 +5,8 @@ package main
 // (UpdateRemoteLogSegmentMetadata, PutRemotePartitionDeleteMetadata), so a
 // repair is checked against statemachine.go and does everything a broker's
 // write does: the epoch rows follow, the partition's version is bumped, and
-// the brokers' caches are notified. The database's guard triggers (migration
-// 00002) refuse a plain UPDATE that leaves the state machines, and their
+// the brokers' caches are notified. The database's guard triggers (see
+// schema.sql) refuse a plain UPDATE that leaves the state machines, and their
 // error names these commands.
 
 import (
