@@ -1,10 +1,15 @@
 package remotestorage_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -21,6 +26,9 @@ import (
 // and read by raw SQL in the shape the library would send (one statement per
 // call):
 //
+//   - "library without …": the library after dropping 00012's triggers on
+//     its hot path (an epoch row's segment check on insert, the epoch ends
+//     raised again by a trigger on a first finish);
 //   - "one row": one row per segment carrying its epoch ranges (epochs and
 //     their start offsets, as rlmm_segments already does); no epoch rows. The
 //     partition row is still locked and bumped by every write (its version
@@ -47,6 +55,12 @@ func BenchmarkSchemaProtoWrites(b *testing.B) {
 CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
 INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
 ANALYZE bench_raw;`)
+		noTriggers := writeFloorDatabase(b, `
+CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
+INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
+ANALYZE bench_raw;
+DROP TRIGGER rlmm_segment_epochs_have_segment ON rlmm_segment_epochs;
+DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 		oneRow := writeFloorDatabase(b, protoSchema(false))
 		oneRowHOT := writeFloorDatabase(b, protoSchema(true))
 		for _, v := range []struct {
@@ -54,8 +68,9 @@ ANALYZE bench_raw;`)
 			dsn  string
 			op   writeFloorOp
 		}{
-			{"library", library, libraryAddFinish},
 			{"two raw UPDATE commits", library, rawTwoCommits},
+			{"library", library, libraryAddFinish},
+			{"library without the epoch rows' segment check and the epoch ends trigger", noTriggers, libraryAddFinish},
 			{"one row", oneRow, protoAddFinish(false)},
 			{"one row HOT", oneRowHOT, protoAddFinish(true)},
 			{"two raw UPDATE commits again", library, rawTwoCommits},
@@ -166,9 +181,26 @@ CREATE INDEX p_segments_in_flight_idx ON p_segments (updated_at) WHERE state IN 
 
 // protoAdd is the candidate SegmentAdd: bump (or create) the partition row
 // unless it has a delete record, insert the segment (and its change).
-func protoAdd(hot bool) string {
+func protoAdd(hot bool) string { return protoShape{hot: hot, feed: hot, partition: true, ends: true}.add() }
+
+// protoShape picks the parts of a candidate write, to see what each costs.
+type protoShape struct {
+	hot       bool // the HOT layout's tables
+	feed      bool // write p_changes
+	partition bool // lock and bump the partition row
+	ends      bool // raise the epoch ends on a finish
+}
+
+func (o protoShape) add() string {
+	if !o.partition {
+		return `INSERT INTO p_segments (segment_id, topic_id, partition, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
+        event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
+        added_version, last_version)
+    VALUES ($3, $1, $2, 'writes', $4, $5, 0, 0, 0, 1024, NULL, $8, true, $6::integer[], $7::bigint[], $4, $4)
+    RETURNING added_version`
+	}
 	feed := ""
-	if hot {
+	if o.feed {
 		feed = `, change AS (
     INSERT INTO p_changes (topic_id, partition, version, segment_id, state)
     SELECT $1, $2, pr.version, $3, $8 FROM pr
@@ -197,8 +229,35 @@ SELECT added_version FROM seg`
 // partition's version, raise the epoch ends from the segment's own arrays
 // (and record the change).
 func protoFinish(hot bool) string {
+	return protoShape{hot: hot, feed: hot, partition: true, ends: true}.finish()
+}
+
+func (o protoShape) finish() string {
+	if !o.partition {
+		return `UPDATE p_segments AS s
+    SET state = $4, broker_id = 1, event_timestamp_ms = 1,
+        finished_version = CASE WHEN $6::boolean THEN coalesce(s.finished_version, s.last_version + 1) ELSE s.finished_version END,
+        last_version = s.last_version + 1, updated_at = now()
+    WHERE s.segment_id = $3 AND s.state = ANY($5::smallint[]) AND $1::uuid IS NOT NULL AND $2::integer IS NOT NULL
+    RETURNING s.last_version, s.state`
+	}
+	ends := ""
+	if o.ends {
+		ends = `, ends AS (
+    INSERT INTO p_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+    SELECT $1, $2, u.epoch, coalesce(lead(u.first_offset) OVER (ORDER BY u.n) - 1, seg.end_offset),
+           seg.end_offset - seg.start_offset, seg.last_version
+    FROM seg, unnest(seg.epochs, seg.epoch_start_offsets) WITH ORDINALITY AS u (epoch, first_offset, n)
+    WHERE $6::boolean
+    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
+        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
+        raised_version = excluded.raised_version
+    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span
+)`
+	}
 	feed := ""
-	if hot {
+	if o.feed {
 		feed = `, change AS (
     INSERT INTO p_changes (topic_id, partition, version, segment_id, state)
     SELECT $1, $2, seg.last_version, $3, seg.state FROM seg
@@ -220,24 +279,17 @@ func protoFinish(hot bool) string {
     UPDATE p_partitions AS p SET version = seg.last_version, updated_at = now()
     FROM seg WHERE p.topic_id = $1 AND p.partition = $2
     RETURNING p.version
-), ends AS (
-    INSERT INTO p_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-    SELECT $1, $2, u.epoch, coalesce(lead(u.first_offset) OVER (ORDER BY u.n) - 1, seg.end_offset),
-           seg.end_offset - seg.start_offset, seg.last_version
-    FROM seg, unnest(seg.epochs, seg.epoch_start_offsets) WITH ORDINALITY AS u (epoch, first_offset, n)
-    WHERE $6::boolean
-    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-        raised_version = excluded.raised_version
-    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span
-)` + feed + `
+)` + ends + feed + `
 SELECT coalesce(pr.version, -1), seg.state
 FROM (SELECT 1) AS one LEFT JOIN seg ON true LEFT JOIN pr ON true`
 }
 
 func protoAddFinish(hot bool) writeFloorOp {
-	add, finish := protoAdd(hot), protoFinish(hot)
+	return protoShape{hot: hot, feed: hot, partition: true, ends: true}.addFinish()
+}
+
+func (o protoShape) addFinish() writeFloorOp {
+	add, finish := o.add(), o.finish()
 	return func(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
 		i := w.next.Add(1)
 		id := dbuuid.UUID(uuid.New())
@@ -420,3 +472,87 @@ ANALYZE bench_raw_seg;`)
 	}
 }
 
+
+// backendCPU is the CPU time (user + system) the server process behind the
+// pool's only connection has used so far: the server is local (pgtest's
+// throwaway cluster), so /proc tells. Unlike a call's wall time, it does not
+// grow when other processes take the cores, so it compares layouts on a busy
+// machine: at 32 clients the two cores are the bound, and the ratio of
+// server CPU per call is what the ratio of throughputs tends to.
+func backendCPU(b *testing.B, pid int32) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(b, err)
+	// The command name (field 2) is in parentheses and may hold spaces.
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	require.NoError(b, err)
+	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	require.NoError(b, err)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// BenchmarkSchemaProtoCPU: server CPU per add + finish (and per lookup) on
+// one connection, each variant on a database of its own, next to the raw
+// statements. Reports server-µs/op.
+//
+//	go test -run '^$' -bench '^BenchmarkSchemaProtoCPU$' -benchtime 3000x .
+func BenchmarkSchemaProtoCPU(b *testing.B) {
+	raw := `
+CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
+INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
+ANALYZE bench_raw;`
+	library := writeFloorDatabase(b, raw)
+	noTriggers := writeFloorDatabase(b, raw+`
+DROP TRIGGER rlmm_segment_epochs_have_segment ON rlmm_segment_epochs;
+DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
+	noRules := writeFloorDatabase(b, raw+`
+ALTER TABLE rlmm_partitions DROP CONSTRAINT rlmm_partitions_valid;
+ALTER TABLE rlmm_segments DROP CONSTRAINT rlmm_segments_valid;
+ALTER TABLE rlmm_segment_epochs DROP CONSTRAINT rlmm_segment_epochs_valid;
+ALTER TABLE rlmm_epoch_ends DROP CONSTRAINT rlmm_epoch_ends_valid;`)
+	bare := writeFloorDatabase(b, raw+`
+CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);`)
+	oneRow := writeFloorDatabase(b, protoSchema(false))
+	oneRowHOT := writeFloorDatabase(b, protoSchema(true))
+	for _, v := range []struct {
+		name string
+		dsn  string
+		op   writeFloorOp
+	}{
+		{"two raw UPDATE commits", library, rawTwoCommits},
+		{"library", library, libraryAddFinish},
+		{"library without 00012's triggers", noTriggers, libraryAddFinish},
+		{"library without row rules", noRules, libraryAddFinish},
+		{"bare segments table", bare, bareAddFinish},
+		{"one row", oneRow, protoAddFinish(false)},
+		{"one row HOT", oneRowHOT, protoAddFinish(true)},
+		{"one row HOT without the change feed", oneRowHOT, protoShape{hot: true, partition: true, ends: true}.addFinish()},
+		{"one row HOT without the epoch ends", oneRowHOT, protoShape{hot: true, feed: true, partition: true}.addFinish()},
+		{"one row HOT without the partition row", oneRowHOT, protoShape{hot: true}.addFinish()},
+		{"two raw UPDATE commits again", library, rawTwoCommits},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			w := writeFloor{pool: freshPool(b, v.dsn, 1), clients: 1, topic: uuid.New()}
+			m, err := rs.NewPgManager(b.Context(), w.pool)
+			require.NoError(b, err)
+			b.Cleanup(m.Close)
+			w.m = m
+			var pid int32
+			require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_backend_pid()").Scan(&pid))
+			rng := rand.New(rand.NewPCG(1, 2))
+			// Warm the connection's plans and caches first.
+			for range 50 {
+				require.NoError(b, v.op(b.Context(), &w, rng))
+			}
+			before := backendCPU(b, pid)
+			b.ResetTimer()
+			for range b.N {
+				if err := v.op(b.Context(), &w, rng); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((backendCPU(b, pid)-before).Microseconds())/float64(b.N), "server-µs/op")
+		})
+	}
+}
