@@ -181,7 +181,9 @@ CREATE INDEX p_segments_in_flight_idx ON p_segments (updated_at) WHERE state IN 
 
 // protoAdd is the candidate SegmentAdd: bump (or create) the partition row
 // unless it has a delete record, insert the segment (and its change).
-func protoAdd(hot bool) string { return protoShape{hot: hot, feed: hot, partition: true, ends: true}.add() }
+func protoAdd(hot bool) string {
+	return protoShape{hot: hot, feed: hot, partition: true, ends: true}.add()
+}
 
 // protoShape picks the parts of a candidate write, to see what each costs.
 type protoShape struct {
@@ -471,7 +473,6 @@ ANALYZE bench_raw_seg;`)
 		}
 	}
 }
-
 
 // backendCPU is the CPU time (user + system) the server process behind the
 // pool's only connection has used so far: the server is local (pgtest's
