@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -506,6 +507,10 @@ ANALYZE bench_raw;`
 	noTriggers := writeFloorDatabase(b, raw+`
 DROP TRIGGER rlmm_segment_epochs_have_segment ON rlmm_segment_epochs;
 DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
+	noSegmentCheck := writeFloorDatabase(b, raw+`
+DROP TRIGGER rlmm_segment_epochs_have_segment ON rlmm_segment_epochs;`)
+	noEndsTrigger := writeFloorDatabase(b, raw+`
+DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 	noRules := writeFloorDatabase(b, raw+`
 ALTER TABLE rlmm_partitions DROP CONSTRAINT rlmm_partitions_valid;
 ALTER TABLE rlmm_segments DROP CONSTRAINT rlmm_segments_valid;
@@ -523,6 +528,8 @@ CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDE
 		{"two raw UPDATE commits", library, rawTwoCommits},
 		{"library", library, libraryAddFinish},
 		{"library without 00012's triggers", noTriggers, libraryAddFinish},
+		{"library without the epoch rows' segment check", noSegmentCheck, libraryAddFinish},
+		{"library without the epoch ends trigger", noEndsTrigger, libraryAddFinish},
 		{"library without row rules", noRules, libraryAddFinish},
 		{"bare segments table", bare, bareAddFinish},
 		{"one row", oneRow, protoAddFinish(false)},
@@ -533,7 +540,7 @@ CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDE
 		{"two raw UPDATE commits again", library, rawTwoCommits},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			w := writeFloor{pool: freshPool(b, v.dsn, 1), clients: 1, topic: uuid.New()}
+			w := writeFloor{pool: protoPool(b, v.dsn), clients: 1, topic: uuid.New()}
 			m, err := rs.NewPgManager(b.Context(), w.pool)
 			require.NoError(b, err)
 			b.Cleanup(m.Close)
@@ -556,4 +563,225 @@ CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDE
 			b.ReportMetric(float64((backendCPU(b, pid)-before).Microseconds())/float64(b.N), "server-µs/op")
 		})
 	}
+}
+
+// protoList is the candidate SegmentListByEpoch (and, with the sum,
+// SegmentSizeByEpoch): the partition row by its key, the epoch's first and
+// last start offsets from its epoch-ends row (columns this prototype fills
+// after the fact; the design keeps them on every add), then one range of
+// the list index filtered on the epoch.
+const protoList = `SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+    s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs,
+    s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+FROM p_segments s
+WHERE s.topic_id = $1 AND s.partition = $2
+  AND s.start_offset >= (SELECT ee.first_start_offset FROM p_epoch_ends ee
+                         WHERE ee.topic_id = $1 AND ee.partition = $2 AND ee.epoch = $3::integer)
+  AND s.start_offset <= (SELECT ee.last_start_offset FROM p_epoch_ends ee
+                         WHERE ee.topic_id = $1 AND ee.partition = $2 AND ee.epoch = $3::integer)
+  AND s.state IN (0, 1, 2) AND $3::integer = ANY(s.epochs)
+  AND NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state = 2)
+ORDER BY s.start_offset, s.added_version`
+
+const protoSize = `SELECT coalesce(sum(s.segment_size_bytes), 0)::bigint
+FROM p_segments s
+WHERE s.topic_id = $1 AND s.partition = $2
+  AND s.start_offset >= (SELECT ee.first_start_offset FROM p_epoch_ends ee
+                         WHERE ee.topic_id = $1 AND ee.partition = $2 AND ee.epoch = $3::integer)
+  AND s.start_offset <= (SELECT ee.last_start_offset FROM p_epoch_ends ee
+                         WHERE ee.topic_id = $1 AND ee.partition = $2 AND ee.epoch = $3::integer)
+  AND s.state IN (0, 1, 2) AND $3::integer = ANY(s.epochs)
+  AND NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state = 2)`
+
+// BenchmarkSchemaProtoReadsCPU: server CPU per read on one connection, the
+// same 2,000 segments as BenchmarkSchemaProtoReads, never analyzed (the raw
+// statements' copy analyzed). Reports server-µs/op.
+//
+//	go test -run '^$' -bench '^BenchmarkSchemaProtoReadsCPU$' -benchtime 3000x .
+func BenchmarkSchemaProtoReadsCPU(b *testing.B) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(b)
+	setup := freshPool(b, dsn, 1)
+	_, err := setup.Exec(ctx, protoSchema(true)+`
+ALTER TABLE p_epoch_ends ADD COLUMN first_start_offset bigint, ADD COLUMN last_start_offset bigint;
+ALTER TABLE p_partitions SET (autovacuum_enabled = false);
+ALTER TABLE p_segments SET (autovacuum_enabled = false);
+ALTER TABLE p_epoch_ends SET (autovacuum_enabled = false);
+ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false);
+ALTER TABLE rlmm_segments SET (autovacuum_enabled = false);
+ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);
+ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
+	require.NoError(b, err)
+	m, err := rs.NewPgManager(ctx, setup)
+	require.NoError(b, err)
+	b.Cleanup(m.Close)
+	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "writes", Partition: 0}
+	add, finish := protoAdd(true), protoFinish(true)
+	var ids []uuid.UUID
+	for i := range int64(2000) {
+		epoch := int32(0)
+		if i >= 1900 {
+			epoch = 1
+		}
+		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{rs.LeaderEpoch(epoch): i * 100})
+		require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, s))
+		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		id := dbuuid.UUID(s.SegmentID.ID)
+		var added, version int64
+		var state *int16
+		require.NoError(b, setup.QueryRow(ctx, add, dbuuid.UUID(tp.TopicID), int32(0), id, i*100, i*100+99, []int32{epoch}, []int64{i * 100}, int16(0)).Scan(&added))
+		require.NoError(b, setup.QueryRow(ctx, finish, dbuuid.UUID(tp.TopicID), int32(0), id, int16(1), []int16{0, 1}, true).Scan(&version, &state))
+		ids = append(ids, s.SegmentID.ID)
+	}
+	_, err = setup.Exec(ctx, `
+UPDATE p_epoch_ends ee SET first_start_offset = b.lo, last_start_offset = b.hi
+FROM (SELECT s.topic_id, s.partition, e.epoch, min(s.start_offset) AS lo, max(s.start_offset) AS hi
+      FROM p_segments s, unnest(s.epochs) AS e (epoch) GROUP BY 1, 2, 3) AS b
+WHERE (ee.topic_id, ee.partition, ee.epoch) = (b.topic_id, b.partition, b.epoch);
+CREATE TABLE bench_raw_seg AS SELECT * FROM rlmm_segments;
+ALTER TABLE bench_raw_seg SET (autovacuum_enabled = false);
+ALTER TABLE bench_raw_seg ADD PRIMARY KEY (topic_id, partition, segment_id);
+CREATE INDEX bench_raw_seg_range ON bench_raw_seg (topic_id, partition, start_offset);
+ANALYZE bench_raw_seg;`)
+	require.NoError(b, err)
+	topic := dbuuid.UUID(tp.TopicID)
+	epoch1 := int64(1900 * 100)
+	for _, q := range []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"candidate list by epoch 1", protoList, []any{topic, int32(0), int32(1)}},
+	} {
+		rows, err := setup.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+q.sql, q.args...)
+		require.NoError(b, err)
+		plan := ""
+		for rows.Next() {
+			var line string
+			require.NoError(b, rows.Scan(&line))
+			plan += line + "\n"
+		}
+		require.NoError(b, rows.Err())
+		b.Logf("%s:\n%s", q.name, plan)
+	}
+	pool := protoPool(b, dsn)
+	lm, err := rs.NewPgManager(ctx, pool)
+	require.NoError(b, err)
+	b.Cleanup(lm.Close)
+	query := func(ctx context.Context, want int, sql string, args ...any) error {
+		rows, err := pool.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		n, err := scanRaw(rows)
+		if err == nil && n != want {
+			err = fmt.Errorf("%d rows, want %d", n, want)
+		}
+		return err
+	}
+	pick := func(rng *rand.Rand) (int32, int64) {
+		i := rng.IntN(2000)
+		if i >= 1900 {
+			return 1, int64(i)*100 + 50
+		}
+		return 0, int64(i)*100 + 50
+	}
+	var pid int32
+	require.NoError(b, pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	ops := []struct {
+		name string
+		op   func(ctx context.Context, rng *rand.Rand) error
+	}{
+		{"raw primary-key SELECT", func(ctx context.Context, rng *rand.Rand) error {
+			return query(ctx, 1, "SELECT "+rawColumns+" FROM bench_raw_seg WHERE topic_id = $1 AND partition = $2 AND segment_id = $3",
+				topic, int32(0), dbuuid.UUID(ids[rng.IntN(len(ids))]))
+		}},
+		{"library lookup hit", func(ctx context.Context, rng *rand.Rand) error {
+			epoch, offset := pick(rng)
+			_, ok, err := lm.RemoteLogSegmentMetadata(ctx, tp, rs.LeaderEpoch(epoch), offset)
+			if err == nil && !ok {
+				err = fmt.Errorf("missed")
+			}
+			return err
+		}},
+		{"candidate lookup hit", func(ctx context.Context, rng *rand.Rand) error {
+			epoch, offset := pick(rng)
+			return query(ctx, 1, protoLookup, topic, int32(0), epoch, offset)
+		}},
+		{"library lookup miss", func(ctx context.Context, rng *rand.Rand) error {
+			_, ok, err := lm.RemoteLogSegmentMetadata(ctx, tp, 1, int64(rng.IntN(1900))*100+50)
+			if err == nil && ok {
+				err = fmt.Errorf("hit")
+			}
+			return err
+		}},
+		{"candidate lookup miss", func(ctx context.Context, rng *rand.Rand) error {
+			return query(ctx, 0, protoLookup, topic, int32(0), int32(1), int64(rng.IntN(1900))*100+50)
+		}},
+		{"raw range SELECT (100 rows)", func(ctx context.Context, rng *rand.Rand) error {
+			return query(ctx, 100, "SELECT "+rawColumns+" FROM bench_raw_seg WHERE topic_id = $1 AND partition = $2 AND start_offset BETWEEN $3 AND $4 ORDER BY start_offset",
+				topic, int32(0), epoch1, epoch1+99*100)
+		}},
+		{"library list by epoch 1", func(ctx context.Context, rng *rand.Rand) error {
+			l, err := lm.ListRemoteLogSegmentsByEpoch(ctx, tp, 1)
+			if err == nil && len(l) != 100 {
+				err = fmt.Errorf("listed %d", len(l))
+			}
+			return err
+		}},
+		{"candidate list by epoch 1", func(ctx context.Context, rng *rand.Rand) error {
+			return query(ctx, 100, protoList, topic, int32(0), int32(1))
+		}},
+		{"raw sum (100 rows)", func(ctx context.Context, rng *rand.Rand) error {
+			var size int64
+			return pool.QueryRow(ctx, "SELECT coalesce(sum(segment_size_bytes), 0)::bigint FROM bench_raw_seg WHERE topic_id = $1 AND partition = $2 AND start_offset BETWEEN $3 AND $4",
+				topic, int32(0), epoch1, epoch1+99*100).Scan(&size)
+		}},
+		{"library size of epoch 1", func(ctx context.Context, rng *rand.Rand) error {
+			_, err := lm.RemoteLogSize(ctx, tp, 1)
+			return err
+		}},
+		{"candidate size of epoch 1", func(ctx context.Context, rng *rand.Rand) error {
+			var size int64
+			return pool.QueryRow(ctx, protoSize, topic, int32(0), int32(1)).Scan(&size)
+		}},
+		{"raw primary-key SELECT again", func(ctx context.Context, rng *rand.Rand) error {
+			return query(ctx, 1, "SELECT "+rawColumns+" FROM bench_raw_seg WHERE topic_id = $1 AND partition = $2 AND segment_id = $3",
+				topic, int32(0), dbuuid.UUID(ids[rng.IntN(len(ids))]))
+		}},
+	}
+	for _, o := range ops {
+		b.Run(o.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range 50 {
+				require.NoError(b, o.op(ctx, rng))
+			}
+			before := backendCPU(b, pid)
+			b.ResetTimer()
+			for range b.N {
+				if err := o.op(ctx, rng); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((backendCPU(b, pid)-before).Microseconds())/float64(b.N), "server-µs/op")
+		})
+	}
+}
+
+// protoPool is a pool of one connection; PROTO_PLAN_CACHE_MODE, when set,
+// is its plan_cache_mode (force_generic_plan, force_custom_plan), to see
+// what re-planning costs.
+func protoPool(b *testing.B, dsn string) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(b, err)
+	cfg.MaxConns = 1
+	if mode := os.Getenv("PROTO_PLAN_CACHE_MODE"); mode != "" {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = mode
+	}
+	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	return pool
 }
