@@ -42,9 +42,16 @@ import (
 //     target is 2);
 //
 //   - round-trips/op: the statements the pool sent (queries, batches,
-//     prepares), counted by a tracer; each is one round trip.
+//     prepares), counted by a tracer; each is one round trip;
 //
-//     go test -run '^$' -bench '^BenchmarkInklessWrites$' -benchtime 3s .
+//   - WAL-B/op: WAL bytes written per call (pg_current_wal_lsn), the
+//     server's whole output, other databases' included.
+//
+// Repeat the command rather than pass -count: -count repeats each
+// sub-benchmark in a row, and the ratios then take the last run of the
+// earlier ones.
+//
+//	go test -run '^$' -bench '^BenchmarkInklessWrites$' -benchtime 3s .
 //
 // What the emulation keeps, for one segment with one leader epoch (as every
 // add here carries), with the round trips it spends:
@@ -109,11 +116,16 @@ ANALYZE bench_raw;`)
 				require.NoError(b, err)
 				b.Cleanup(m.Close)
 				w.m = m
+				var walBefore, walAfter int64
+				require.NoError(b, pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&walBefore))
 				counter.n.Store(0)
 				parallel(b, clients, func(ctx context.Context, rng *rand.Rand) error { return v.op(ctx, &w, rng) })
 				b.StopTimer()
+				trips := counter.n.Load()
+				require.NoError(b, pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&walAfter))
+				b.ReportMetric(float64(walAfter-walBefore)/float64(b.N), "WAL-B/op")
 				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-				b.ReportMetric(float64(counter.n.Load())/float64(b.N), "round-trips/op")
+				b.ReportMetric(float64(trips)/float64(b.N), "round-trips/op")
 				b.ReportMetric(ns/1000, "µs/op")
 				switch v.name {
 				case "two raw UPDATE commits":
