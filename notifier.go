@@ -2,12 +2,10 @@ package remotestorage
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // notifier tells other managers' caches of this manager's writes, after
@@ -145,89 +143,3 @@ func (n *notifier) send(batch map[partitionKey]int64) error {
 		return err
 	})
 }
-
-func notificationPayload(k partitionKey, version int64) string {
-	return k.topicID.String() + "/" + strconv.FormatInt(int64(k.partition), 10) + "/" + strconv.FormatInt(version, 10)
-}
-
-// sideConn is a manager's connection for its own background statements
-// (notifications, the cache's version poll): opened on first use, as the
-// pool opens its connections, but tracing only the connect, not the
-// statements (they are not the caller's), and never
-// taking a connection the callers' pool may be short of. One statement at
-// a time; a failed statement closes it, the next use reopens it.
-type sideConn struct {
-	pool *pgxpool.Pool
-
-	mu   sync.Mutex
-	conn *pgx.Conn
-}
-
-func (c *sideConn) do(ctx context.Context, f func(conn *pgx.Conn) error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn == nil || c.conn.IsClosed() {
-		cfg := c.pool.Config().ConnConfig.Copy()
-		cfg.Tracer = connectTracerOf(cfg.Tracer)
-		conn, err := connectLikePool(ctx, c.pool, cfg)
-		if err != nil {
-			return err
-		}
-		c.conn = conn
-	}
-	if err := f(c.conn); err != nil {
-		c.conn.Close(context.Background())
-		c.conn = nil
-		return err
-	}
-	return nil
-}
-
-func (c *sideConn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn != nil {
-		c.conn.Close(context.Background())
-		c.conn = nil
-	}
-}
-
-// connectLikePool connects with cfg, a copy of pool's connection settings,
-// as pool connects its own connections: after pool's BeforeConnect, which
-// holds ConfigurePool's connect backoff (so that an outage costs no more
-// attempts than the pool's) and whatever the caller set there, such as a
-// rotated password.
-func connectLikePool(ctx context.Context, pool *pgxpool.Pool, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
-	if before := pool.Config().BeforeConnect; before != nil {
-		if err := before(ctx, cfg); err != nil {
-			return nil, err
-		}
-	}
-	return pgx.ConnectConfig(ctx, cfg)
-}
-
-// connectTracer keeps the connect tracing of a tracer (ConfigurePool's
-// backoff learns each attempt's outcome from it) and drops its statements.
-type connectTracer struct{ connect pgx.ConnectTracer }
-
-// connectTracerOf returns t's connect tracing alone; nil when it has none.
-func connectTracerOf(t pgx.QueryTracer) pgx.QueryTracer {
-	if ct, ok := t.(pgx.ConnectTracer); ok {
-		return connectTracer{connect: ct}
-	}
-	return nil
-}
-
-func (t connectTracer) TraceConnectStart(ctx context.Context, data pgx.TraceConnectStartData) context.Context {
-	return t.connect.TraceConnectStart(ctx, data)
-}
-
-func (t connectTracer) TraceConnectEnd(ctx context.Context, data pgx.TraceConnectEndData) {
-	t.connect.TraceConnectEnd(ctx, data)
-}
-
-func (connectTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-
-func (connectTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

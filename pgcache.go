@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,10 +16,6 @@ import (
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
-
-// notifyChannel is the channel on which writes are announced, after they
-// commit (notifier.go), with the payload "<topic id>/<partition>/<version>".
-const notifyChannel = "rlmm_changes"
 
 // pgCache holds the partitions a PgManager consumes, and keeps them fresh
 // as docs/SCALING.md ("How the cache stays fresh") describes: a cached
@@ -554,24 +549,6 @@ func (c *pgCache) listenOnce(listening func()) error {
 		}
 		c.mu.RUnlock()
 	}
-}
-
-// resetNotificationPrefix starts the payload "reset/<generation>" that
-// migration 00010's triggers notify when the data's generation moves.
-const resetNotificationPrefix = "reset/"
-
-func parseNotification(payload string) (partitionKey, int64, bool) {
-	parts := strings.Split(payload, "/")
-	if len(parts) != 3 {
-		return partitionKey{}, 0, false
-	}
-	topicID, err1 := uuid.Parse(parts[0])
-	partition, err2 := strconv.ParseInt(parts[1], 10, 32)
-	version, err3 := strconv.ParseInt(parts[2], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return partitionKey{}, 0, false
-	}
-	return partitionKey{topicID: topicID, partition: int32(partition)}, version, true
 }
 
 // cachedVersion returns the partition's cached version and the data's
