@@ -65,7 +65,7 @@ func (m *PgManager) PollVersionsForTest(ctx context.Context, tps ...TopicIDParti
 }
 
 // CachedVersion returns the cached version of tp (-1 when not loaded),
-// without asking the database or kicking a catch-up.
+// without asking the database or waking the follower.
 func (m *PgManager) CachedVersion(tp TopicIDPartition) int64 {
 	v, _, _, loaded := m.cache.cachedVersion(tp)
 	if !loaded {

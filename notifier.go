@@ -22,7 +22,7 @@ type notifier struct {
 	pending map[partitionKey]int64 // the newest version written per partition
 	started bool
 	closing bool
-	wake    chan struct{} // capacity 1
+	woken   chan struct{} // capacity 1: a pending wake-up of the sender
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -30,7 +30,7 @@ type notifier struct {
 
 func newNotifier(side *sideConn, log func(msg string, args ...any)) *notifier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &notifier{side: side, log: log, pending: make(map[partitionKey]int64), wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &notifier{side: side, log: log, pending: make(map[partitionKey]int64), woken: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // notify queues the news that tp reached version. It never blocks; the
@@ -50,10 +50,7 @@ func (n *notifier) notify(tp TopicIDPartition, version int64) {
 		go n.run()
 	}
 	n.mu.Unlock()
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
+	n.wake()
 }
 
 // close stops the sender once it has sent what is queued, or after a
@@ -73,7 +70,7 @@ func (n *notifier) close() {
 	}
 	flush := time.AfterFunc(time.Second, n.cancel)
 	defer flush.Stop()
-	n.poke()
+	n.wake()
 	<-n.done
 	n.cancel()
 }
@@ -85,7 +82,7 @@ func (n *notifier) run() {
 		select {
 		case <-n.ctx.Done():
 			return
-		case <-n.wake:
+		case <-n.woken:
 		}
 		n.mu.Lock()
 		batch, closing := n.pending, n.closing
@@ -108,13 +105,14 @@ func (n *notifier) run() {
 		} else {
 			backoff.reset()
 		}
-		n.poke() // what came in meanwhile, or the close
+		n.wake() // what came in meanwhile, or the close
 	}
 }
 
-func (n *notifier) poke() {
+// wake asks the sender to look at what is queued, without waiting.
+func (n *notifier) wake() {
 	select {
-	case n.wake <- struct{}{}:
+	case n.woken <- struct{}{}:
 	default:
 	}
 }

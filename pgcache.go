@@ -50,7 +50,7 @@ type cachedPartition struct {
 	generation int64          // the data's generation data was loaded at
 	reloading  bool           // a reload is reading: this manager's writes also go to pending
 	pending    []pendingWrite // this manager's writes made while loading or reloading
-	kick       chan struct{}  // capacity 1: a pending refresh
+	woken      chan struct{}  // capacity 1: a pending wake-up of the follower
 	cancel     context.CancelFunc
 }
 
@@ -107,7 +107,7 @@ func (c *pgCache) pollEvery(interval time.Duration) {
 }
 
 // poll reads the committed versions of every loaded partition in one
-// statement and kicks the followers of those the cache is behind on.
+// statement and wakes the followers of those the cache is behind on.
 func (c *pgCache) poll() error {
 	var params db.PartitionVersionsParams
 	c.mu.RLock()
@@ -138,7 +138,7 @@ func (c *pgCache) poll() error {
 		// database) a reset the catch-up turns into a reload.
 		if cp := c.partitions[partitionKey{topicID: uuid.UUID(r.TopicID), partition: r.Partition}]; cp != nil && cp.data != nil &&
 			(cp.data.version != r.Version || cp.generation != r.Generation) {
-			cp.refresh()
+			cp.wake()
 		}
 	}
 	return nil
@@ -159,9 +159,9 @@ func (c *pgCache) assign(tps []TopicIDPartition) {
 			continue // assigned twice: not reloaded
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		cp := &cachedPartition{tp: tp, kick: make(chan struct{}, 1), cancel: cancel}
+		cp := &cachedPartition{tp: tp, woken: make(chan struct{}, 1), cancel: cancel}
 		c.partitions[key] = cp
-		cp.kick <- struct{}{} // the load
+		cp.woken <- struct{}{} // the load
 		c.wg.Go(func() { c.follow(ctx, cp) })
 	}
 }
@@ -178,15 +178,15 @@ func (c *pgCache) stop(tps []TopicIDPartition) {
 	}
 }
 
-// refresh asks the partition's follower to catch up, without waiting.
-func (cp *cachedPartition) refresh() {
+// wake asks the partition's follower to catch up, without waiting.
+func (cp *cachedPartition) wake() {
 	select {
-	case cp.kick <- struct{}{}:
+	case cp.woken <- struct{}{}:
 	default: // one is pending already
 	}
 }
 
-// follow loads the partition, then catches it up each time it is kicked,
+// follow loads the partition, then catches it up each time it is woken,
 // until the partition is stopped or the manager closed. Failed fetches are
 // retried with backoff.
 func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
@@ -195,7 +195,7 @@ func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-cp.kick:
+		case <-cp.woken:
 		}
 		select {
 		case <-ctx.Done():
@@ -208,7 +208,7 @@ func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
 			if ctx.Err() != nil {
 				return
 			}
-			cp.refresh()
+			cp.wake()
 			select {
 			case <-ctx.Done():
 				return
@@ -294,7 +294,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		if w.version == p.version+1 {
 			p.version = w.version
 		} else {
-			cp.refresh()
+			cp.wake()
 		}
 	}
 	cp.pending = nil
@@ -440,7 +440,7 @@ func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memP
 		// Behind (versions in between), or at or past it: a catch-up raced
 		// this call, or the partition's versions restarted (a TRUNCATE),
 		// which the catch-up turns into a reload.
-		cp.refresh()
+		cp.wake()
 	}
 }
 
@@ -462,7 +462,7 @@ func (c *pgCache) read(tp TopicIDPartition, query func(p *memPartition)) (served
 }
 
 // listen keeps a connection listening on notifyChannel, reconnecting with
-// backoff, and kicks the followers of the partitions notified. After each
+// backoff, and wakes the followers of the partitions notified. After each
 // (re)connect every partition catches up, for what was missed meanwhile.
 // It logs when it stops listening and when it listens again, not each
 // failed attempt in between: meanwhile queries keep answering from the
@@ -515,7 +515,7 @@ func (c *pgCache) listenOnce(listening func()) error {
 	c.mu.Lock()
 	c.connected.Store(true)
 	for _, cp := range c.partitions {
-		cp.refresh()
+		cp.wake()
 	}
 	close(c.listening)
 	c.listening = make(chan struct{})
@@ -534,7 +534,7 @@ func (c *pgCache) listenOnce(listening func()) error {
 			// checks, and reloads.
 			c.mu.RLock()
 			for _, cp := range c.partitions {
-				cp.refresh()
+				cp.wake()
 			}
 			c.mu.RUnlock()
 			continue
@@ -545,7 +545,7 @@ func (c *pgCache) listenOnce(listening func()) error {
 		}
 		c.mu.RLock()
 		if cp := c.partitions[key]; cp != nil && (cp.data == nil || cp.data.version < version) {
-			cp.refresh()
+			cp.wake()
 		}
 		c.mu.RUnlock()
 	}
@@ -567,10 +567,11 @@ func (c *pgCache) cachedVersion(tp TopicIDPartition) (version, generation int64,
 	return cp.data.version, cp.generation, true, true
 }
 
-func (c *pgCache) kick(tp TopicIDPartition) {
+// wake asks the follower of tp, if consumed, to catch up, without waiting.
+func (c *pgCache) wake(tp TopicIDPartition) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if cp := c.partitions[keyOf(tp)]; cp != nil {
-		cp.refresh()
+		cp.wake()
 	}
 }

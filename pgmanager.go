@@ -441,7 +441,7 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 		if cached == row.Version && generation == row.Generation {
 			return true, nil
 		}
-		m.cache.kick(tp) // a notification was missed or is in flight, or the data was reset
+		m.cache.wake(tp) // a notification was missed or is in flight, or the data was reset
 		return false, nil
 	}
 	primary, err := m.partitionVersion(ctx, m.pool, tp, "primary")
