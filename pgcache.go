@@ -15,6 +15,7 @@ import (
 
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/testsignal"
 )
 
 // pgCache holds the partitions a PgManager consumes, and keeps them fresh
@@ -34,13 +35,30 @@ type pgCache struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	loaders   chan struct{} // a slot per load or catch-up running (WithCacheLoaders)
-	listening chan struct{} // closed, then replaced, each time the listener (re)connects
-	connected atomic.Bool   // the listener is listening
+	loaders chan struct{} // a slot per load or catch-up running (WithCacheLoaders)
 
-	// For tests: drop every notification; run before each catch-up.
-	dropNotifications atomic.Bool
-	beforeCatchUp     func(tp TopicIDPartition, loaded bool)
+	test cacheTestHooks
+}
+
+// cacheTestHooks are the cache's hooks and signals for tests
+// (export_test.go). Each does nothing unless a test sets or initialises it.
+type cacheTestHooks struct {
+	// CaughtUp: a load or catch-up of the partition was applied.
+	CaughtUp testsignal.Signal[TopicIDPartition]
+	// Listening: the listener listens, on its nth connection since the
+	// cache started (1 for the first).
+	Listening testsignal.Signal[int]
+
+	listening         atomic.Bool                            // the listener is connected and listening
+	connections       atomic.Int64                           // how many times the listener has listened
+	dropNotifications atomic.Bool                            // the listener ignores every notification
+	beforeCatchUp     func(tp TopicIDPartition, loaded bool) // runs before each catch-up; guarded by pgCache.mu
+}
+
+// Init initialises the signals.
+func (h *cacheTestHooks) Init() {
+	h.CaughtUp.Init()
+	h.Listening.Init()
 }
 
 // cachedPartition is one consumed partition. data is nil until loaded.
@@ -68,7 +86,6 @@ func newPgCache(m *PgManager) *pgCache {
 		partitions: make(map[partitionKey]*cachedPartition),
 		ctx:        ctx,
 		cancel:     cancel,
-		listening:  make(chan struct{}),
 		loaders:    make(chan struct{}, cacheLoaders(m)),
 	}
 	c.wg.Go(c.listen)
@@ -236,7 +253,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if cp.data != nil {
 		after = cp.data.version
 	}
-	hook, loaded := c.beforeCatchUp, cp.data != nil
+	hook, loaded := c.test.beforeCatchUp, cp.data != nil
 	c.mu.RUnlock()
 	if hook != nil {
 		hook(cp.tp, loaded)
@@ -300,6 +317,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	cp.pending = nil
 	p.pruneForgotten()
 	p.changed()
+	c.test.CaughtUp.Signal(cp.tp)
 	return nil
 }
 
@@ -511,22 +529,21 @@ func (c *pgCache) listenOnce(listening func()) error {
 	if _, err := conn.Exec(c.ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
-	defer c.connected.Store(false)
+	defer c.test.listening.Store(false)
 	c.mu.Lock()
-	c.connected.Store(true)
+	c.test.listening.Store(true)
 	for _, cp := range c.partitions {
 		cp.wake()
 	}
-	close(c.listening)
-	c.listening = make(chan struct{})
 	c.mu.Unlock()
+	c.test.Listening.Signal(int(c.test.connections.Add(1)))
 	listening()
 	for {
 		n, err := conn.WaitForNotification(c.ctx)
 		if err != nil {
 			return err
 		}
-		if c.dropNotifications.Load() {
+		if c.test.dropNotifications.Load() {
 			continue
 		}
 		if strings.HasPrefix(n.Payload, resetNotificationPrefix) {
