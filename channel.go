@@ -16,6 +16,9 @@ const notifyChannel = "rlmm_changes"
 // migration 00010's triggers notify when the data's generation moves.
 const resetNotificationPrefix = "reset/"
 
+// parseNotification reads a partition's notification payload
+// ("<topic id>/<partition>/<version>"): the partition and its version;
+// false for any other payload.
 func parseNotification(payload string) (partitionKey, int64, bool) {
 	parts := strings.Split(payload, "/")
 	if len(parts) != 3 {
@@ -30,6 +33,7 @@ func parseNotification(payload string) (partitionKey, int64, bool) {
 	return partitionKey{topicID: topicID, partition: int32(partition)}, version, true
 }
 
+// notificationPayload is the payload announcing that k reached version.
 func notificationPayload(k partitionKey, version int64) string {
 	return k.topicID.String() + "/" + strconv.FormatInt(int64(k.partition), 10) + "/" + strconv.FormatInt(version, 10)
 }
