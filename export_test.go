@@ -14,6 +14,9 @@ import (
 // CacheTestSignals are the cache's test signals (pgcache.go).
 type CacheTestSignals = cacheTestHooks
 
+// Cached reports whether the manager has a cache (WithCache).
+func (m *PgManager) Cached() bool { return m.cache != nil }
+
 // TestSignals returns the cache's test signals; they keep their events
 // once the test calls their Init.
 func (m *PgManager) TestSignals() *CacheTestSignals { return &m.cache.test }
