@@ -3,7 +3,6 @@ package remotestorage_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -139,7 +138,9 @@ func TestOldCodeFinishesRaiseEpochEnds(t *testing.T) {
 			return nil
 		}
 		var last error
-		eventually(t, 10*time.Second, name+" answers the old code's finishes", func() bool {
+		// The uncached manager answers at once; the cached one once its
+		// follower has caught up.
+		caughtUp(cached).WaitUntil(t, name+" answers the old code's finishes", func() bool {
 			last = check()
 			return last == nil
 		})
@@ -186,7 +187,7 @@ func TestRaiseEpochEndsBackfill(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, want, got)
-		eventually(t, 10*time.Second, "the cache sees the raised epoch end", func() bool {
+		caughtUp(cached).WaitUntil(t, "the cache sees the raised epoch end", func() bool {
 			got, found, err := cached.EpochEndOffset(ctx, tp, epoch)
 			require.NoError(t, err)
 			return found && got == want

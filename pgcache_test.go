@@ -21,6 +21,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testsignal"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
 
@@ -48,10 +49,19 @@ func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager
 	return m
 }
 
+// caughtUp returns m's cache's CaughtUp signal, initialised: a test checks
+// the state it waits for, then waits for the next catch-up while it does
+// not hold (WaitUntil).
+func caughtUp(m *rs.PgManager) *testsignal.Signal[rs.TopicIDPartition] {
+	signals := m.TestSignals()
+	signals.Init()
+	return &signals.CaughtUp
+}
+
 // waitLoaded waits until the cached partition tp has loaded.
 func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
-	eventually(t, 10*time.Second, "partition loaded", func() bool {
+	caughtUp(m).WaitUntil(t, "partition loaded", func() bool {
 		_, err := m.CaughtUp(context.Background(), tp)
 		return !errors.Is(err, rs.ErrNotReady)
 	})
@@ -59,17 +69,24 @@ func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 
 // waitCaughtUp waits until m says it is caught up on tp. A partition still
 // loading (ErrNotReady, as on a busy machine right after it was taken on, or
-// while it reloads) is not caught up yet.
+// while it reloads) is not caught up yet. Without a cache (a manager
+// reading a replica) there is no event to wait for, and it polls.
 func waitCaughtUp(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
-	eventually(t, 10*time.Second, "caught up on "+tp.String(), func() bool {
+	what := "caught up on " + tp.String()
+	cond := func() bool {
 		ok, err := m.CaughtUp(context.Background(), tp)
 		if errors.Is(err, rs.ErrNotReady) {
 			return false
 		}
 		require.NoError(t, err)
 		return ok
-	})
+	}
+	if !m.Cached() {
+		eventually(t, 10*time.Second, what, cond)
+		return
+	}
+	caughtUp(m).WaitUntil(t, what, cond)
 }
 
 // consumingManager makes a cached PgManager consume every partition the
@@ -155,9 +172,11 @@ func TestCacheReadsYourWritesWithoutRoundTrips(t *testing.T) {
 	m, err := rs.NewPgManager(ctx, pool, rs.WithCache())
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
+	signals := m.TestSignals()
+	signals.Init()
 	// Once listening, nothing makes the cache read in the background but
 	// other brokers' writes, and there are none here.
-	eventually(t, 10*time.Second, "the listener listens", m.Listening)
+	signals.Listening.WaitUntil(t, "the listener listens", m.Listening)
 	tp := testTP(0)
 	require.NoError(t, m.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
 	waitLoaded(t, m, tp)
@@ -346,9 +365,9 @@ func TestCachePollBoundsALostNotification(t *testing.T) {
 	writeFinished(t, a, tp, 0, 99)
 	version, err := a.PartitionVersionForTest(ctx, tp)
 	require.NoError(t, err)
-	// The bound is one interval plus a catch-up; the deadline only keeps
-	// a broken poll from hanging the test.
-	eventually(t, 10*time.Second, "the poll brought b's cache to the write", func() bool { return b.CachedVersion(tp) >= version })
+	// The bound is one interval plus a catch-up; the timeout only keeps a
+	// broken poll from hanging the test.
+	caughtUp(b).WaitUntil(t, "the poll brought b's cache to the write", func() bool { return b.CachedVersion(tp) >= version })
 	got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
 	require.NoError(t, err)
 	require.True(t, found)
@@ -373,7 +392,10 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 	waitCaughtUp(t, b, tp)
 
 	// Kill b's listener (the only backend of this database listening).
-	reconnected := b.ListenerConnected()
+	signals := b.TestSignals()
+	signals.Init()
+	signals.Listening.WaitUntil(t, "b's listener listens", b.Listening)
+	connections := b.ListenerConnections()
 	var killed int
 	eventually(t, 10*time.Second, "the listener's backend is killed", func() bool {
 		require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -392,11 +414,7 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found, "CaughtUp said true without the write")
 	}
-	select {
-	case <-reconnected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the listener did not reconnect within 10 s")
-	}
+	signals.Listening.WaitUntil(t, "the listener reconnects", func() bool { return b.ListenerConnections() > connections })
 	waitCaughtUp(t, b, tp)
 	for _, s := range []rs.RemoteLogSegmentMetadata{first, second} {
 		got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, s.StartOffset)
@@ -445,13 +463,10 @@ func TestCacheListenerLogsStateChanges(t *testing.T) {
 	require.Equal(t, 1, warnings, "one warning for the outage")
 	require.Zero(t, infos)
 
-	reconnected := m.ListenerConnected()
+	signals := m.TestSignals()
+	signals.Init()
 	refuse.Store(false)
-	select {
-	case <-reconnected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the listener did not connect within 10 s")
-	}
+	signals.Listening.WaitOrTimeout(t)
 	eventually(t, 5*time.Second, "the recovery logged", func() bool { _, infos := listenerRecords(); return infos == 1 })
 	warnings, _ = listenerRecords()
 	require.Equal(t, 1, warnings)
