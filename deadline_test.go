@@ -16,6 +16,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // deadlineSetup is the README's first example on a plain pgxpool.New pool:
@@ -220,7 +221,7 @@ func TestCanceledWriteKeepsItsConnection(t *testing.T) {
 		// The statement is canceled on the server, and the connection goes
 		// back to the pool: then the lock holder's commit lets nothing
 		// through, and the connection is the same.
-		eventually(t, time.Minute, "the connection is back in the pool", func() bool { return pool.Stat().AcquiredConns() == 0 })
+		testwait.Until(t, "the connection is back in the pool", func() bool { return pool.Stat().AcquiredConns() == 0 })
 		require.NoError(t, tx.Commit(ctx))
 		lock.Close()
 		segs, err := m.ListRemoteLogSegments(ctx, tp)

@@ -7,13 +7,13 @@ package remotestorage_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -136,7 +136,7 @@ func TestGuardManualFinishRaisesEpochEnds(t *testing.T) {
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT max(e.raised_version), max(p.version) FROM rlmm_epoch_ends e
 		JOIN rlmm_partitions p USING (topic_id, partition) WHERE e.topic_id = $1`, tp.TopicID).Scan(&raised, &version))
 	require.Equal(t, version, raised, "raised at the version the trigger gave the write")
-	eventually(t, 10*time.Second, "the cache caught up", func() bool {
+	testwait.Until(t, "the cache caught up", func() bool {
 		ok, err := cached.CaughtUp(ctx, tp)
 		return err == nil && ok
 	})

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"iter"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // streamingManager is a manager with its streams at a chosen page size.
@@ -45,10 +45,10 @@ func streamingManagers(t *testing.T) map[string]streamingManager {
 		"postgres": {pg, pg.remoteLogSegments, pg.remoteLogSegmentsByEpoch, nothing},
 		"postgres-cache": {cached, cached.remoteLogSegments, cached.remoteLogSegmentsByEpoch, func(t *testing.T, tp TopicIDPartition) {
 			require.NoError(t, cached.OnPartitionLeadershipChanges(t.Context(), []TopicIDPartition{tp}, nil))
-			require.Eventually(t, func() bool {
+			testwait.Until(t, "the cache loaded "+tp.String(), func() bool {
 				ok, err := cached.CaughtUp(t.Context(), tp)
 				return err == nil && ok
-			}, 10*time.Second, 5*time.Millisecond, "the cache never loaded %s", tp)
+			})
 		}},
 	}
 }

@@ -3,7 +3,6 @@ package remotestorage_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -11,6 +10,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // requireFKError checks that err is PostgreSQL's foreign_key_violation.
@@ -139,7 +139,7 @@ func TestOldCodeFinishesRaiseEpochEnds(t *testing.T) {
 			return nil
 		}
 		var last error
-		eventually(t, 10*time.Second, name+" answers the old code's finishes", func() bool {
+		testwait.Until(t, name+" answers the old code's finishes", func() bool {
 			last = check()
 			return last == nil
 		})
@@ -186,7 +186,7 @@ func TestRaiseEpochEndsBackfill(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, want, got)
-		eventually(t, 10*time.Second, "the cache sees the raised epoch end", func() bool {
+		testwait.Until(t, "the cache sees the raised epoch end", func() bool {
 			got, found, err := cached.EpochEndOffset(ctx, tp, epoch)
 			require.NoError(t, err)
 			return found && got == want

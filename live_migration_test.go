@@ -26,6 +26,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -259,7 +260,8 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 	}()
 	waitRounds := func(n int64, what string) {
 		t.Helper()
-		timeout := time.After(2 * time.Minute)
+		wait := testwait.Timeout(t)
+		timeout := time.After(wait)
 		for {
 			lmu.Lock()
 			r, failed := rounds, len(failures)
@@ -272,7 +274,7 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 			case <-done:
 				t.Fatalf("the old brokers stopped before %s: %s", what, stderr.String())
 			case <-timeout:
-				t.Fatalf("the old brokers did not reach %d rounds (%s) within 2 minutes; %d so far", n, what, r)
+				t.Fatalf("the old brokers did not reach %d rounds (%s) within %v; %d so far", n, what, wait, r)
 			}
 		}
 	}

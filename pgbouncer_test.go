@@ -24,6 +24,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -76,8 +77,8 @@ func TestPgBouncerCacheListenerOnSessionConnection(t *testing.T) {
 	a := newCachedManager(t, pooled)
 	b := newCachedManager(t, pooled, listenerOption(t, direct), rs.WithLogger(logger))
 	direct2 := newCachedManager(t, direct, rs.WithLogger(logger))
-	eventually(t, 10*time.Second, "the listener listens", b.Listening)
-	eventually(t, 10*time.Second, "the direct listener listens, after its probe", direct2.Listening)
+	testwait.Until(t, "the listener listens", b.Listening)
+	testwait.Until(t, "the direct listener listens, after its probe", direct2.Listening)
 	tp := testTP(0)
 	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
 	waitLoaded(t, b, tp)
@@ -96,7 +97,7 @@ func TestPgBouncerCacheListenerThroughPoolerWarns(t *testing.T) {
 	logger, logs := logtest.New(slog.LevelWarn)
 	a := newCachedManager(t, pooled)
 	b := newCachedManager(t, pooled, rs.WithLogger(logger))
-	eventually(t, 15*time.Second, "the listener warns that it hears nothing", func() bool {
+	testwait.Until(t, "the listener warns that it hears nothing", func() bool {
 		return strings.Contains(logs.String(), "WithListenerConnConfig")
 	})
 	require.Contains(t, logs.String(), "transaction pooler")
@@ -109,7 +110,7 @@ func TestPgBouncerCacheListenerThroughPoolerWarns(t *testing.T) {
 	for i := range int64(20) {
 		s := writeFinished(t, a, tp, i*100, i*100+99)
 		committed := time.Now()
-		eventually(t, 10*time.Second, "CaughtUp pulls the cache forward", func() bool {
+		testwait.Until(t, "CaughtUp pulls the cache forward", func() bool {
 			ok, err := b.CaughtUp(ctx, tp)
 			require.NoError(t, err)
 			if !ok {
@@ -152,7 +153,7 @@ func requireCacheReceives(t *testing.T, writer, reader *rs.PgManager, tp rs.Topi
 	t.Helper()
 	for i := range n {
 		s := writeFinished(t, writer, tp, i*100, i*100+99)
-		eventually(t, 10*time.Second, "the reader's cache holds the write, from "+how+" alone", func() bool {
+		testwait.Until(t, "the reader's cache holds the write, from "+how+" alone", func() bool {
 			got, found, err := reader.RemoteLogSegmentMetadata(t.Context(), tp, 0, i*100+50)
 			require.NoError(t, err)
 			return found && got.SegmentID == s.SegmentID && got.State == rs.CopySegmentFinished

@@ -14,6 +14,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // The cache's figures (docs/BENCHMARKS.md, "Cache and replica"):
@@ -69,12 +70,10 @@ func BenchmarkCacheLoad10k(b *testing.B) {
 		require.NoError(b, err)
 		b.StartTimer()
 		require.NoError(b, m.OnPartitionLeadershipChanges(b.Context(), []rs.TopicIDPartition{tp}, nil))
-		for {
-			if _, err := m.CaughtUp(b.Context(), tp); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
+		testwait.Until(b, "the partition loaded", func() bool {
+			_, err := m.CaughtUp(b.Context(), tp)
+			return err == nil
+		})
 		b.StopTimer()
 		// Build the query index too: it is part of what a cached partition holds.
 		_, _, err = m.RemoteLogSegmentMetadata(b.Context(), tp, 5, 50_000)

@@ -17,6 +17,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // The cache's read-your-own-writes promise (API.md: "A write through this
@@ -76,7 +77,7 @@ func TestCacheReadsItsOwnWriteAfterTheDeadline(t *testing.T) {
 		// left a gap): let it finish before the next round arms the hook.
 		version, err := a.PartitionVersionForTest(ctx, tp)
 		require.NoError(t, err)
-		eventually(t, 10*time.Second, "b's follower caught up", func() bool { return b.CachedVersion(tp) == version })
+		testwait.Until(t, "b's follower caught up", func() bool { return b.CachedVersion(tp) == version })
 	}
 	require.GreaterOrEqual(t, succeeded, 10, "too few updates succeeded to say anything")
 }
@@ -133,7 +134,7 @@ func TestCacheReadYourWritesRandomized(t *testing.T) {
 	// any machine, so that there are successes to check.
 	deadline := func() (context.Context, context.CancelFunc) {
 		if rng.IntN(4) == 0 {
-			return context.WithTimeout(ctx, time.Minute)
+			return context.WithTimeout(ctx, testwait.Timeout(t))
 		}
 		return context.WithTimeout(ctx, time.Duration(500+rng.IntN(12_000))*time.Microsecond)
 	}

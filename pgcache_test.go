@@ -21,20 +21,9 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // newCachedManager returns a manager WithCache over its own pool on dsn.
 func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
@@ -51,7 +40,7 @@ func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager
 // waitLoaded waits until the cached partition tp has loaded.
 func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
-	eventually(t, 10*time.Second, "partition loaded", func() bool {
+	testwait.Until(t, "partition loaded", func() bool {
 		_, err := m.CaughtUp(context.Background(), tp)
 		return !errors.Is(err, rs.ErrNotReady)
 	})
@@ -62,7 +51,7 @@ func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 // while it reloads) is not caught up yet.
 func waitCaughtUp(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
-	eventually(t, 10*time.Second, "caught up on "+tp.String(), func() bool {
+	testwait.Until(t, "caught up on "+tp.String(), func() bool {
 		ok, err := m.CaughtUp(context.Background(), tp)
 		if errors.Is(err, rs.ErrNotReady) {
 			return false
@@ -157,7 +146,7 @@ func TestCacheReadsYourWritesWithoutRoundTrips(t *testing.T) {
 	t.Cleanup(m.Close)
 	// Once listening, nothing makes the cache read in the background but
 	// other brokers' writes, and there are none here.
-	eventually(t, 10*time.Second, "the listener listens", m.Listening)
+	testwait.Until(t, "the listener listens", m.Listening)
 	tp := testTP(0)
 	require.NoError(t, m.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
 	waitLoaded(t, m, tp)
@@ -348,7 +337,7 @@ func TestCachePollBoundsALostNotification(t *testing.T) {
 	require.NoError(t, err)
 	// The bound is one interval plus a catch-up; the deadline only keeps
 	// a broken poll from hanging the test.
-	eventually(t, 10*time.Second, "the poll brought b's cache to the write", func() bool { return b.CachedVersion(tp) >= version })
+	testwait.Until(t, "the poll brought b's cache to the write", func() bool { return b.CachedVersion(tp) >= version })
 	got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
 	require.NoError(t, err)
 	require.True(t, found)
@@ -375,7 +364,7 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 	// Kill b's listener (the only backend of this database listening).
 	reconnected := b.ListenerConnected()
 	var killed int
-	eventually(t, 10*time.Second, "the listener's backend is killed", func() bool {
+	testwait.Until(t, "the listener's backend is killed", func() bool {
 		require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND query = 'LISTEN rlmm_changes' AND pid <> pg_backend_pid()`).Scan(&killed))
 		return killed > 0
@@ -394,8 +383,8 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 	}
 	select {
 	case <-reconnected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the listener did not reconnect within 10 s")
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the listener did not reconnect")
 	}
 	waitCaughtUp(t, b, tp)
 	for _, s := range []rs.RemoteLogSegmentMetadata{first, second} {
@@ -440,7 +429,7 @@ func TestCacheListenerLogsStateChanges(t *testing.T) {
 		}
 		return warnings, infos
 	}
-	eventually(t, 10*time.Second, "four failed attempts", func() bool { return attempts.Load() >= 4 })
+	testwait.Until(t, "four failed attempts", func() bool { return attempts.Load() >= 4 })
 	warnings, infos := listenerRecords()
 	require.Equal(t, 1, warnings, "one warning for the outage")
 	require.Zero(t, infos)
@@ -449,10 +438,10 @@ func TestCacheListenerLogsStateChanges(t *testing.T) {
 	refuse.Store(false)
 	select {
 	case <-reconnected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the listener did not connect within 10 s")
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the listener did not connect")
 	}
-	eventually(t, 5*time.Second, "the recovery logged", func() bool { _, infos := listenerRecords(); return infos == 1 })
+	testwait.Until(t, "the recovery logged", func() bool { _, infos := listenerRecords(); return infos == 1 })
 	warnings, _ = listenerRecords()
 	require.Equal(t, 1, warnings)
 }

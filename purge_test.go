@@ -12,6 +12,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
 
@@ -137,7 +138,7 @@ func TestPurgeInBackground(t *testing.T) {
 	m, err := rs.NewPgManager(ctx, pool, rs.WithForgottenRetention(time.Millisecond))
 	require.NoError(t, err)
 	defer m.Close()
-	eventually(t, 30*time.Second, "the background purge", func() bool { return m.PurgedSegments() == 1 })
+	testwait.Until(t, "the background purge", func() bool { return m.PurgedSegments() == 1 })
 	require.Zero(t, countRows(t, pool, "rlmm_segments"))
 	require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, s), "the purged id may be added again")
 }
@@ -250,7 +251,7 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 
 	// With the lock held, the purge returns (it would wait for ever
 	// otherwise: the context bounds only a failure of this test).
-	purgeCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	purgeCtx, cancel := context.WithTimeout(ctx, testwait.Timeout(t))
 	defer cancel()
 	n, err := m.PurgeForgotten(purgeCtx, 0)
 	require.NoError(t, err)

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -15,6 +14,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -120,7 +120,7 @@ func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
 	next := withNext(t, expandMigration(rs.SchemaVersion))
 	require.NoError(t, rs.MigrateFS(ctx, admin, next))
 	migrated.Store(true)
-	eventually(t, 30*time.Second, "the old brokers keep serving after the migration", func() bool {
+	testwait.Until(t, "the old brokers keep serving after the migration", func() bool {
 		mu.Lock()
 		failed := len(errs) > 0
 		mu.Unlock()

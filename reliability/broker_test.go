@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // broker is one broker's connection pool and manager. Its pool is set up
@@ -47,7 +48,7 @@ func newBroker(t *testing.T, dsn string, bc brokerConfig) *broker {
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 	defer cancel()
 	m, err := rs.NewPgManager(ctx, pool)
 	require.NoError(t, err)

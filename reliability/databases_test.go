@@ -6,7 +6,6 @@ package reliability_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +15,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // noLeaks checks, when the test and its cleanups are done, that no goroutine
@@ -44,7 +44,7 @@ func sharedDatabase(t *testing.T) string {
 func ownCluster(t *testing.T, opts pgcluster.Options) (*pgcluster.Cluster, string) {
 	t.Helper()
 	noLeaks(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testwait.Timeout(t))
 	defer cancel()
 	c, err := pgcluster.Start(ctx, opts)
 	require.NoError(t, err)

@@ -19,7 +19,6 @@ import (
 	"os"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -53,8 +52,3 @@ func seed(t *testing.T) uint64 {
 	t.Logf("seed %d (reproduce with RLMMTEST_SEED=%d)", s, s)
 	return s
 }
-
-// waitTimeout bounds every wait for something that must happen (a recovery,
-// a statement ending): long enough for a machine as busy as CI's, with the
-// race detector. How long it took is logged, not asserted.
-const waitTimeout = time.Minute

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,13 +29,11 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// testTimeout bounds every wait of these tests.
-const testTimeout = 30 * time.Second
 
 type bundle struct {
 	d      *daemon
@@ -61,7 +60,7 @@ func startDaemonTB(t testing.TB, edit func(*config)) bundle {
 	if edit != nil {
 		edit(&cfg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 	defer cancel()
 	d, err := start(ctx, cfg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -82,8 +81,11 @@ func dial(t testing.TB, addr string, creds credentials.TransportCredentials) *gr
 	return conn
 }
 
+// callCtx returns a context for one call, cancelled at the test timeout.
+// Call it in the test goroutine: a bad TESTWAIT_SCALE fails the test.
 func callCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -320,19 +322,12 @@ func waitForLockWaits(t *testing.T, dsn string, want bool) {
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	defer pool.Close()
-	for {
+	testwait.Until(t, fmt.Sprintf("a statement waiting on a lock: %v", want), func() bool {
 		var waiting bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting))
-		if waiting == want {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting on a lock: %v, want %v", waiting, want)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return waiting == want
+	})
 }
 
 // TestDeadline: a write whose deadline ends while PostgreSQL runs it fails
@@ -399,8 +394,9 @@ func TestGracefulStop(t *testing.T) {
 	require.NoError(t, err)
 	release := lockSegment(t, b.dsn)
 	inFlight := make(chan error, 1)
+	ctx := callCtx(t)
 	go func() {
-		_, err := c.UpdateSegment(callCtx(t), &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{Id: s.Id, State: pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_FINISHED}})
+		_, err := c.UpdateSegment(ctx, &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{Id: s.Id, State: pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_FINISHED}})
 		inFlight <- err
 	}()
 	waitForLockWait(t, b.dsn)
@@ -412,14 +408,14 @@ func TestGracefulStop(t *testing.T) {
 	// New calls are refused once the stop began (a new connection finds
 	// no listener).
 	other := pb.NewRemoteLogMetadataServiceClient(dial(t, b.d.Addr(), insecure.NewCredentials()))
-	for {
-		_, err := other.CaughtUp(callCtx(t), &pb.CaughtUpRequest{TopicIdPartition: tp})
+	testwait.Until(t, "new calls refused after the stop began", func() bool {
+		_, err := other.CaughtUp(ctx, &pb.CaughtUpRequest{TopicIdPartition: tp})
 		if status.Code(err) == codes.Unavailable {
-			break
+			return true
 		}
 		require.NoError(t, err, "before the stop took hold")
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	select {
 	case <-stopped:
 		t.Fatal("the stop finished before the call in flight")

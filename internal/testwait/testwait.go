@@ -1,0 +1,70 @@
+// Package testwait is the one way tests wait for something that must
+// happen: a condition polled until it holds, under one timeout.
+//
+// The timeout is a minute, multiplied by the environment variable
+// TESTWAIT_SCALE when it is set (a positive number: 3 on a slow CI machine,
+// 0.5 to make a hanging wait fail sooner), and never later than the test
+// binary's -timeout deadline allows: a wait ends a little before it, so the
+// test fails naming what it awaited instead of the binary panicking.
+package testwait
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// ScaleEnv names the environment variable that scales the timeout.
+const ScaleEnv = "TESTWAIT_SCALE"
+
+// base is the timeout before scaling: long enough for a machine as busy as
+// CI's, with the race detector.
+const base = time.Minute
+
+// poll is how often Until checks its condition.
+const poll = 2 * time.Millisecond
+
+// margin is how long before the test binary's deadline a wait gives up.
+const margin = 5 * time.Second
+
+// Timeout returns how long a test waits for something that must happen:
+// the base minute times TESTWAIT_SCALE, capped by the test's deadline. It
+// fails the test when TESTWAIT_SCALE is not a positive number.
+func Timeout(t testing.TB) time.Duration {
+	t.Helper()
+	d := base
+	if v := os.Getenv(ScaleEnv); v != "" {
+		scale, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(scale > 0) || scale > 1e6 {
+			t.Fatalf("%s=%q: want a positive number, the factor that scales the test timeout of %v", ScaleEnv, v, base)
+		}
+		d = time.Duration(float64(base) * scale)
+	}
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := dt.Deadline(); ok {
+			left := time.Until(deadline)
+			left -= min(margin, left/10)
+			d = max(min(d, left), 0)
+		}
+	}
+	return d
+}
+
+// Until polls cond every few milliseconds, in the calling goroutine, until
+// it returns true, and returns how long that took. When it has not
+// returned true within Timeout, Until fails the test with a message naming
+// what, the thing awaited.
+func Until(t testing.TB, what string, cond func() bool) time.Duration {
+	t.Helper()
+	timeout := Timeout(t)
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) >= timeout {
+			t.Fatalf("waited %v for %s", timeout, what)
+			return time.Since(start) // t.Fatalf stops the test; a stand-in for testing.TB might not
+		}
+		time.Sleep(poll)
+	}
+	return time.Since(start)
+}
