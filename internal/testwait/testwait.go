@@ -1,11 +1,7 @@
 // Package testwait is the one way tests wait for something that must
-// happen: a condition polled until it holds, under one timeout.
-//
-// The timeout is a minute, multiplied by the environment variable
-// TESTWAIT_SCALE when it is set (a positive number: 3 on a slow CI machine,
-// 0.5 to make a hanging wait fail sooner), and never later than the test
-// binary's -timeout deadline allows: a wait ends a little before it, so the
-// test fails naming what it awaited instead of the binary panicking.
+// happen: a condition polled until it holds, under one timeout that
+// TESTWAIT_SCALE scales and the test binary's deadline caps
+// (docs/TESTING.md, "Waiting in tests").
 package testwait
 
 import (
