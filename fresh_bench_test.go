@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -86,31 +85,6 @@ ANALYZE bench_raw;`)
 		require.NoError(b, err)
 		return f
 	}
-}
-
-func freshPool(b *testing.B, dsn string, conns int) *pgxpool.Pool {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(b, err)
-	cfg.MaxConns = int32(conns)
-	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
-	require.NoError(b, err)
-	b.Cleanup(pool.Close)
-	return pool
-}
-
-// parallel runs op from clients goroutines, b.N calls in all.
-func parallel(b *testing.B, clients int, op func(ctx context.Context, rng *rand.Rand) error) {
-	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
-		for pb.Next() {
-			if err := op(b.Context(), rng); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
 }
 
 const rawColumns = `topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
@@ -293,22 +267,4 @@ func benchmarkFreshness(b *testing.B, f freshDB) {
 	slices.Sort(lags)
 	b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-lag-µs")
 	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lag-µs")
-}
-
-// lagUntilCached spins on reader's cache, without a round trip or a
-// CaughtUp to pull it forward, until it holds s finished, and returns how
-// long that took from the call.
-func lagUntilCached(b *testing.B, reader *rs.PgManager, s rs.RemoteLogSegmentMetadata) time.Duration {
-	committed := time.Now()
-	for {
-		got, ok, err := reader.RemoteLogSegmentMetadata(b.Context(), s.SegmentID.TopicIDPartition, 0, s.StartOffset)
-		require.NoError(b, err)
-		if ok && got.State == rs.CopySegmentFinished {
-			return time.Since(committed)
-		}
-		if time.Since(committed) > 10*time.Second {
-			b.Fatal("the write never reached the other cache")
-		}
-		runtime.Gosched()
-	}
 }

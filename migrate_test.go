@@ -9,17 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/migrations"
 )
-
-func emptyPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(t.Context(), pgtest.NewEmptyDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
-}
 
 // Brokers migrating the same empty database at once serialise on the
 // advisory lock: every call succeeds, each migration applies once, and a

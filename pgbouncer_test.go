@@ -28,15 +28,6 @@ import (
 	"github.com/krabka/remotestorage/migrations"
 )
 
-// listenerOption gives the cache's listener a session connection straight
-// to the server.
-func listenerOption(t testing.TB, direct string) rs.Option {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(direct)
-	require.NoError(t, err)
-	return rs.WithListenerConnConfig(cfg)
-}
-
 // bouncerBrokers is a brokersFunc through PgBouncer.
 func bouncerBrokers(t *testing.T, n int) ([]*rs.PgManager, *pgxpool.Pool) {
 	t.Helper()

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,115 +23,6 @@ import (
 	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
-
-// newCachedManager returns a manager WithCache over its own pool on dsn.
-func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
-	t.Helper()
-	pool, err := pgxpool.New(t.Context(), dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	m, err := rs.NewPgManager(t.Context(), pool, append(opts, rs.WithCache())...)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	return m
-}
-
-// waitLoaded waits until the cached partition tp has loaded.
-func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
-	t.Helper()
-	testwait.Until(t, "partition loaded", func() bool {
-		_, err := m.CaughtUp(context.Background(), tp)
-		return !errors.Is(err, rs.ErrNotReady)
-	})
-}
-
-// waitCaughtUp waits until m says it is caught up on tp. A partition still
-// loading (ErrNotReady, as on a busy machine right after it was taken on, or
-// while it reloads) is not caught up yet.
-func waitCaughtUp(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
-	t.Helper()
-	testwait.Until(t, "caught up on "+tp.String(), func() bool {
-		ok, err := m.CaughtUp(context.Background(), tp)
-		if errors.Is(err, rs.ErrNotReady) {
-			return false
-		}
-		require.NoError(t, err)
-		return ok
-	})
-}
-
-// consumingManager makes a cached PgManager consume every partition the
-// conformance suite touches, before the call, so the suite runs against the
-// cache.
-type consumingManager struct {
-	*rs.PgManager
-	t    *testing.T
-	mu   sync.Mutex
-	seen map[[20]byte]bool
-}
-
-func (c *consumingManager) consume(tp rs.TopicIDPartition) {
-	var key [20]byte
-	copy(key[:], tp.TopicID[:])
-	key[16], key[17], key[18], key[19] = byte(tp.Partition>>24), byte(tp.Partition>>16), byte(tp.Partition>>8), byte(tp.Partition)
-	c.mu.Lock()
-	fresh := !c.seen[key]
-	c.seen[key] = true
-	c.mu.Unlock()
-	if fresh {
-		require.NoError(c.t, c.OnPartitionLeadershipChanges(context.Background(), []rs.TopicIDPartition{tp}, nil))
-		waitLoaded(c.t, c.PgManager, tp)
-	}
-}
-
-func (c *consumingManager) AddRemoteLogSegmentMetadata(ctx context.Context, m rs.RemoteLogSegmentMetadata) error {
-	c.consume(m.SegmentID.TopicIDPartition)
-	return c.PgManager.AddRemoteLogSegmentMetadata(ctx, m)
-}
-func (c *consumingManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u rs.RemoteLogSegmentMetadataUpdate) error {
-	c.consume(u.SegmentID.TopicIDPartition)
-	return c.PgManager.UpdateRemoteLogSegmentMetadata(ctx, u)
-}
-func (c *consumingManager) RemoteLogSegmentMetadata(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
-	return c.PgManager.RemoteLogSegmentMetadata(ctx, tp, e, o)
-}
-func (c *consumingManager) HighestOffsetForEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
-	c.consume(tp)
-	return c.PgManager.HighestOffsetForEpoch(ctx, tp, e)
-}
-func (c *consumingManager) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) ([]rs.RemoteLogSegmentMetadata, error) {
-	c.consume(tp)
-	return c.PgManager.ListRemoteLogSegments(ctx, tp)
-}
-func (c *consumingManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) ([]rs.RemoteLogSegmentMetadata, error) {
-	c.consume(tp)
-	return c.PgManager.ListRemoteLogSegmentsByEpoch(ctx, tp, e)
-}
-func (c *consumingManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d rs.RemotePartitionDeleteMetadata) error {
-	c.consume(d.TopicIDPartition)
-	return c.PgManager.PutRemotePartitionDeleteMetadata(ctx, d)
-}
-func (c *consumingManager) CaughtUp(ctx context.Context, tp rs.TopicIDPartition) (bool, error) {
-	c.consume(tp)
-	return c.PgManager.CaughtUp(ctx, tp)
-}
-func (c *consumingManager) RemoteLogSize(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, error) {
-	c.consume(tp)
-	return c.PgManager.RemoteLogSize(ctx, tp, e)
-}
-func (c *consumingManager) NextSegmentWithTxnIndex(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
-	return c.PgManager.NextSegmentWithTxnIndex(ctx, tp, e, o)
-}
-func (c *consumingManager) FirstSegmentForTimestamp(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, ts, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
-	return c.PgManager.FirstSegmentForTimestamp(ctx, tp, e, ts, o)
-}
-func (c *consumingManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
-	c.consume(tp)
-	return c.PgManager.EpochEndOffset(ctx, tp, e)
-}
 
 // A write through a cached manager is in its own cache before the call
 // returns, and queries on a loaded partition make no round trip; CaughtUp
@@ -243,54 +133,6 @@ func testCacheCrossBroker(t *testing.T, dsn string, opts ...rs.Option) {
 			requireSameAnswers(t, fmt.Sprintf("step %d seed %d", step, seed), model, b, tp)
 		}
 	}
-}
-
-// requireSameAnswers compares every query of got with want on tp.
-func requireSameAnswers(t *testing.T, where string, want, got rs.Manager, tp rs.TopicIDPartition) {
-	t.Helper()
-	ctx := context.Background()
-	wantList, err := want.ListRemoteLogSegments(ctx, tp)
-	require.NoError(t, err)
-	gotList, err := got.ListRemoteLogSegments(ctx, tp)
-	require.NoError(t, err)
-	require.Equal(t, ids(wantList), ids(gotList), "%s: list", where)
-	for e := rs.LeaderEpoch(0); e < 4; e++ {
-		wantHighest, wantOK, _ := want.HighestOffsetForEpoch(ctx, tp, e)
-		gotHighest, gotOK, err := got.HighestOffsetForEpoch(ctx, tp, e)
-		require.NoError(t, err)
-		require.Equal(t, wantOK, gotOK, "%s: highest of epoch %d", where, e)
-		require.Equal(t, wantHighest, gotHighest, "%s: highest of epoch %d", where, e)
-		for o := int64(0); o < 350; o += 7 {
-			wantSeg, wantOK, _ := want.RemoteLogSegmentMetadata(ctx, tp, e, o)
-			gotSeg, gotOK, err := got.RemoteLogSegmentMetadata(ctx, tp, e, o)
-			require.NoError(t, err)
-			require.Equal(t, wantOK, gotOK, "%s: lookup epoch %d offset %d", where, e, o)
-			require.Equal(t, wantSeg.SegmentID, gotSeg.SegmentID, "%s: lookup epoch %d offset %d", where, e, o)
-			require.Equal(t, wantSeg.State, gotSeg.State, "%s: lookup epoch %d offset %d", where, e, o)
-			require.Equal(t, string(wantSeg.CustomMetadata), string(gotSeg.CustomMetadata), "%s: lookup epoch %d offset %d", where, e, o)
-		}
-		wantNext, _, _ := want.NextSegmentWithTxnIndex(ctx, tp, e, 0)
-		gotNext, _, err := got.NextSegmentWithTxnIndex(ctx, tp, e, 0)
-		require.NoError(t, err)
-		require.Equal(t, wantNext.SegmentID, gotNext.SegmentID, "%s: next with txn index, epoch %d", where, e)
-	}
-}
-
-func ids(list []rs.RemoteLogSegmentMetadata) []string {
-	out := make([]string, len(list))
-	for i, s := range list {
-		out[i] = s.SegmentID.ID.String() + "/" + s.State.String()
-	}
-	return out
-}
-
-// writeFinished adds and finishes a segment through m.
-func writeFinished(t *testing.T, m rs.RemoteLogMetadataManager, tp rs.TopicIDPartition, start, end int64) rs.RemoteLogSegmentMetadata {
-	t.Helper()
-	s := segment(tp, start, end, map[rs.LeaderEpoch]int64{0: start})
-	require.NoError(t, m.AddRemoteLogSegmentMetadata(t.Context(), s))
-	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(t.Context(), update(s, rs.CopySegmentFinished)))
-	return s
 }
 
 // A lost notification never leaves the cache stale for good: CaughtUp

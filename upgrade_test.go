@@ -2,11 +2,9 @@ package remotestorage_test
 
 import (
 	"fmt"
-	"io/fs"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -17,24 +15,6 @@ import (
 	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
-
-// withNext returns the embedded migrations plus test-only next ones
-// (version SchemaVersion+1, +2, …), never shipped under migrations/.
-func withNext(t *testing.T, next ...string) fs.FS {
-	t.Helper()
-	fsys := fstest.MapFS{}
-	names, err := fs.Glob(migrations.FS(), "*.sql")
-	require.NoError(t, err)
-	for _, name := range names {
-		b, err := fs.ReadFile(migrations.FS(), name)
-		require.NoError(t, err)
-		fsys[name] = &fstest.MapFile{Data: b}
-	}
-	for i, sql := range next {
-		fsys[fmt.Sprintf("%05d_upgrade_test_next_%d.sql", rs.SchemaVersion+1+int64(i), i)] = &fstest.MapFile{Data: []byte(sql)}
-	}
-	return fsys
-}
 
 // expandMigration is a test-only expand migration: a column and an index,
 // built without blocking writes, declared compatible with code of the

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -86,27 +84,7 @@ func writeFloorDatabase(b *testing.B, setup string) string {
 	return dsn
 }
 
-type writeFloor struct {
-	pool    *pgxpool.Pool
-	m       *rs.PgManager
-	clients int
-	topic   uuid.UUID
-	next    atomic.Int64
-}
-
 type writeFloorOp func(ctx context.Context, w *writeFloor, rng *rand.Rand) error
-
-// libraryAddFinish is an add then its COPY_SEGMENT_FINISHED (BenchmarkFresh's
-// "add + finish" too): call i writes to partition i mod clients.
-func libraryAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
-	i := w.next.Add(1)
-	tp := rs.TopicIDPartition{TopicID: w.topic, Topic: "writes", Partition: int32(i % int64(w.clients))}
-	s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
-	if err := w.m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
-		return err
-	}
-	return w.m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished))
-}
 
 // bareAddFinish writes the same row with the same two statements' effect on
 // the segment row alone: an INSERT, then an UPDATE of state, broker,
