@@ -29,26 +29,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func start(t *testing.T, opts pgcluster.Options) *pgcluster.Cluster {
-	t.Helper()
-	c, err := pgcluster.Start(context.Background(), opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Stop()) })
-	return c
-}
-
-func queryInt(t *testing.T, dsn, sql string) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var n int
-	require.NoError(t, conn.QueryRow(ctx, sql).Scan(&n))
-	return n
-}
-
 func exec1(t *testing.T, dsn, sql string) {
 	t.Helper()
 	ctx := context.Background()
