@@ -109,7 +109,7 @@ func scanRaw(rows pgx.Rows) (int, error) {
 
 func benchmarkFreshReads(b *testing.B, f freshDB) {
 	for _, clients := range []int{1, 8} {
-		pool := freshPool(b, f.dsn, clients)
+		pool := newPool(b, f.dsn, clients, false)
 		m, err := rs.NewPgManager(b.Context(), pool)
 		require.NoError(b, err)
 		b.Cleanup(m.Close)
@@ -186,9 +186,9 @@ func benchmarkFreshReads(b *testing.B, f freshDB) {
 // each client on its own partition, next to two raw single-row UPDATE
 // commits; WAL bytes per iteration from pg_current_wal_lsn().
 func benchmarkFreshWrites(b *testing.B, f freshDB) {
-	admin := freshPool(b, f.dsn, 1)
+	admin := newPool(b, f.dsn, 1, false)
 	for _, clients := range []int{1, 8, 32} {
-		pool := freshPool(b, f.dsn, clients)
+		pool := newPool(b, f.dsn, clients, false)
 		m, err := rs.NewPgManager(b.Context(), pool)
 		require.NoError(b, err)
 		b.Cleanup(m.Close)
@@ -227,17 +227,17 @@ func benchmarkFreshWrites(b *testing.B, f freshDB) {
 // while 8 other writers keep committing to other partitions.
 func benchmarkFreshness(b *testing.B, f freshDB) {
 	ctx := b.Context()
-	a, err := rs.NewPgManager(ctx, freshPool(b, f.dsn, 2))
+	a, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 2, false))
 	require.NoError(b, err)
 	b.Cleanup(a.Close)
-	reader, err := rs.NewPgManager(ctx, freshPool(b, f.dsn, 2), rs.WithCache())
+	reader, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 2, false), rs.WithCache())
 	require.NoError(b, err)
 	b.Cleanup(reader.Close)
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "fresh", Partition: 0}
 	require.NoError(b, reader.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
 	waitLoaded(b, reader, tp)
 
-	load, err := rs.NewPgManager(ctx, freshPool(b, f.dsn, 8))
+	load, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 8, false))
 	require.NoError(b, err)
 	b.Cleanup(load.Close)
 	loadCtx, stop := context.WithCancel(ctx)

@@ -78,16 +78,38 @@ func expectMiss(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {
 
 // Managers, pools and migrations.
 
-// newCachedManager returns a manager WithCache over its own pool on dsn.
-func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
+// newPool opens a pool on dsn, closed when the test ends. maxConns 0 keeps
+// pgxpool's default size; configure sets the pool up with ConfigurePool.
+func newPool(t testing.TB, dsn string, maxConns int, configure bool) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(t.Context(), dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	if maxConns > 0 {
+		cfg.MaxConns = int32(maxConns)
+	}
+	if configure {
+		rs.ConfigurePool(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	m, err := rs.NewPgManager(t.Context(), pool, append(opts, rs.WithCache())...)
+	return pool
+}
+
+// newManager returns a PgManager with opts on pool, closed when the test
+// ends.
+func newManager(t testing.TB, pool *pgxpool.Pool, opts ...rs.Option) *rs.PgManager {
+	t.Helper()
+	m, err := rs.NewPgManager(t.Context(), pool, opts...)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	return m
+}
+
+// newCachedManager returns a manager WithCache over its own pool on dsn.
+func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
+	t.Helper()
+	return newManager(t, newPool(t, dsn, 0, false), append(opts, rs.WithCache())...)
 }
 
 // brokersOn is a brokersFunc on dsn.
@@ -427,22 +449,10 @@ func requireGuardError(t *testing.T, err error, constraint string, mentions ...s
 
 // Benchmarks.
 
-func freshPool(b *testing.B, dsn string, conns int) *pgxpool.Pool {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(b, err)
-	cfg.MaxConns = int32(conns)
-	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
-	require.NoError(b, err)
-	b.Cleanup(pool.Close)
-	return pool
-}
-
+// benchPool opens a pool of pgxpool's default size on dsn.
 func benchPool(b *testing.B, dsn string) *pgxpool.Pool {
 	b.Helper()
-	pool, err := pgxpool.New(b.Context(), dsn)
-	require.NoError(b, err)
-	b.Cleanup(pool.Close)
-	return pool
+	return newPool(b, dsn, 0, false)
 }
 
 // parallel runs op from clients goroutines, b.N calls in all.

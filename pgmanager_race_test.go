@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -23,12 +22,8 @@ func TestRefusalNamesTheStateAfterTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	m, err := rs.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	pool := newPool(t, dsn, 0, false)
+	m := newManager(t, pool)
 	tp := testTP(0)
 	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))

@@ -31,13 +31,7 @@ func TestPurgeForgotten(t *testing.T) {
 // newPurgeManager is a PgManager with no background purge, over its own pool.
 func newPurgeManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
 	t.Helper()
-	pool, err := pgxpool.New(t.Context(), dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	m, err := rs.NewPgManager(t.Context(), pool, append([]rs.Option{rs.WithForgottenRetention(0)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	return m
+	return newManager(t, newPool(t, dsn, 0, false), append([]rs.Option{rs.WithForgottenRetention(0)}, opts...)...)
 }
 
 // Two managers purging at once delete each forgotten segment once: their
@@ -91,9 +85,7 @@ func TestPurgeConcurrentManagers(t *testing.T) {
 	}
 	t.Logf("purged %d and %d of %d", counts[0], counts[1], forgotten)
 	require.Equal(t, forgotten, counts[0]+counts[1])
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := newPool(t, dsn, 0, false)
 	var left, epochRows, deleted int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM rlmm_segments WHERE state = 3),
@@ -127,9 +119,7 @@ func TestPurgeInBackground(t *testing.T) {
 	for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
 		require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
 	}
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := newPool(t, dsn, 0, false)
 	def, err := rs.NewPgManager(ctx, pool)
 	require.NoError(t, err)
 	require.True(t, def.PurgesInBackground(), "on by default")
@@ -240,9 +230,7 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 			require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
 		}
 	}
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := newPool(t, dsn, 0, false)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background()) //nolint:errcheck // released below
@@ -274,14 +262,12 @@ func TestPurgeGuardKeepsDeleteRecordWhileSegmentsRemain(t *testing.T) {
 	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
 		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: st}))
 	}
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := newPool(t, dsn, 0, false)
 	clearRecord := `UPDATE rlmm_partitions
 		SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL,
 		    version = version + 1, purged_version = version + 1
 		WHERE topic_id = $1 AND partition = $2`
-	_, err = pool.Exec(ctx, clearRecord, tp.TopicID, tp.Partition)
+	_, err := pool.Exec(ctx, clearRecord, tp.TopicID, tp.Partition)
 	require.ErrorContains(t, err, "not an allowed transition", "a segment remains")
 	_, err = pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL
 		WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
@@ -302,9 +288,7 @@ func TestPurgeKeepsTheDataGeneration(t *testing.T) {
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
 	m := newPurgeManager(t, dsn)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := newPool(t, dsn, 0, false)
 	generation := func() (g int64) {
 		require.NoError(t, pool.QueryRow(ctx, "SELECT generation FROM rlmm_data_generation").Scan(&g))
 		return g

@@ -57,7 +57,7 @@ ANALYZE bench_raw;`)
 			{"two raw UPDATE commits", bare, rawTwoCommits},
 		} {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) {
-				w := writeFloor{pool: freshPool(b, v.dsn, clients), clients: clients, topic: uuid.New()}
+				w := writeFloor{pool: newPool(b, v.dsn, clients, false), clients: clients, topic: uuid.New()}
 				m, err := rs.NewPgManager(b.Context(), w.pool)
 				require.NoError(b, err)
 				b.Cleanup(m.Close)
@@ -78,7 +78,7 @@ ANALYZE bench_raw;`)
 func writeFloorDatabase(b *testing.B, setup string) string {
 	dsn := pgtest.NewDatabase(b)
 	if setup != "" {
-		_, err := freshPool(b, dsn, 1).Exec(b.Context(), setup)
+		_, err := newPool(b, dsn, 1, false).Exec(b.Context(), setup)
 		require.NoError(b, err)
 	}
 	return dsn
