@@ -160,9 +160,7 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			dsn := pgtest.NewDatabase(t)
-			admin, err := pgxpool.New(ctx, dsn)
-			require.NoError(t, err)
-			t.Cleanup(admin.Close)
+			admin := newPool(t, dsn, 0, false)
 			a, err := rs.NewPgManager(ctx, admin) // the writer, and the database's answers
 			require.NoError(t, err)
 			t.Cleanup(a.Close)

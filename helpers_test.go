@@ -118,9 +118,7 @@ func brokersOn(t *testing.T, dsn string, n int) ([]*rs.PgManager, *pgxpool.Pool)
 	var managers []*rs.PgManager
 	var admin *pgxpool.Pool
 	for i := 0; i <= n; i++ {
-		pool, err := pgxpool.New(t.Context(), dsn)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
+		pool := newPool(t, dsn, 0, false)
 		if i == n {
 			admin = pool
 			break
@@ -135,10 +133,7 @@ func brokersOn(t *testing.T, dsn string, n int) ([]*rs.PgManager, *pgxpool.Pool)
 
 func emptyPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(t.Context(), pgtest.NewEmptyDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
+	return newPool(t, pgtest.NewEmptyDatabase(t), 0, false)
 }
 
 // listenerOption gives the cache's listener a session connection straight
@@ -156,6 +151,21 @@ func partitionVersion(t *testing.T, admin *pgxpool.Pool, tp rs.TopicIDPartition)
 	require.NoError(t, admin.QueryRow(t.Context(),
 		"SELECT version FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2", tp.TopicID, tp.Partition).Scan(&v))
 	return v
+}
+
+// requireMigratedOnce checks that pool's database has every migration
+// applied exactly once, up to SchemaVersion, and that a manager starts on it.
+func requireMigratedOnce(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	var applied, latest int64
+	require.NoError(t, pool.QueryRow(t.Context(),
+		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
+	require.Equal(t, rs.SchemaVersion, latest)
+	files, err := fs.Glob(migrations.FS(), "*.sql")
+	require.NoError(t, err)
+	require.EqualValues(t, len(files), applied, "each migration applied exactly once (numbers may have gaps while branches merge)")
+	_, err = rs.NewPgManager(t.Context(), pool)
+	require.NoError(t, err)
 }
 
 // withNext returns the embedded migrations plus test-only next ones

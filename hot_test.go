@@ -30,9 +30,7 @@ func TestPartitionRowUpdatesAreHOT(t *testing.T) {
 	m.Close()
 	pool.Close() // the backends flush their statistics as they exit
 
-	admin, err := pgxpool.New(t.Context(), dsn)
-	require.NoError(t, err)
-	defer admin.Close()
+	admin := newPool(t, dsn, 0, false)
 	var updates, hot int64
 	testwait.Until(t, "the writers' statistics reach pg_stat_user_tables", func() bool {
 		require.NoError(t, admin.QueryRow(t.Context(),

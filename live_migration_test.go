@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -207,9 +206,7 @@ func TestMigrationsUnderLiveBrokers(t *testing.T) {
 func runLiveStep(t *testing.T, step liveStep, bin string) {
 	ctx := t.Context()
 	dsn := pgtest.NewEmptyDatabase(t)
-	admin, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(admin.Close)
+	admin := newPool(t, dsn, 0, false)
 	require.NoError(t, rs.MigrateTo(ctx, admin, step.oldSchema))
 
 	cmd := exec.Command(bin, "-dsn", dsn, "-brokers", "3")

@@ -8,7 +8,6 @@ package remotestorage_test
 
 import (
 	"errors"
-	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
@@ -25,7 +24,6 @@ import (
 	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/testwait"
-	"github.com/krabka/remotestorage/migrations"
 )
 
 // bouncerBrokers is a brokersFunc through PgBouncer.
@@ -198,13 +196,5 @@ func TestPgBouncerMigrateConcurrent(t *testing.T) {
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	var applied, latest int64
-	require.NoError(t, pool.QueryRow(t.Context(),
-		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
-	require.Equal(t, rs.SchemaVersion, latest)
-	files, err := fs.Glob(migrations.FS(), "*.sql")
-	require.NoError(t, err)
-	require.EqualValues(t, len(files), applied, "each migration applied exactly once (numbers may have gaps)")
-	_, err = rs.NewPgManager(t.Context(), pool)
-	require.NoError(t, err)
+	requireMigratedOnce(t, pool)
 }

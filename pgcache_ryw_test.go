@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -104,9 +103,7 @@ func TestCacheReadYourWritesRandomized(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 
 	dsn := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := newPool(t, dsn, 0, false)
 	truth, err := rs.NewPgManager(ctx, pool) // reads the primary
 	require.NoError(t, err)
 	t.Cleanup(truth.Close)

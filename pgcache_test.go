@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -78,9 +77,7 @@ func TestCacheCrossBroker(t *testing.T) {
 
 func testCacheCrossBroker(t *testing.T, dsn string, opts ...rs.Option) {
 	ctx := t.Context()
-	poolA, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(poolA.Close)
+	poolA := newPool(t, dsn, 0, false)
 	a, err := rs.NewPgManager(ctx, poolA)
 	require.NoError(t, err)
 	b := newCachedManager(t, dsn, opts...)
@@ -192,9 +189,7 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	admin, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(admin.Close)
+	admin := newPool(t, dsn, 0, false)
 	a := newCachedManager(t, dsn)
 	b := newCachedManager(t, dsn)
 	tp := testTP(0)

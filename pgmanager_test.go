@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -164,9 +163,7 @@ ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs;`)
 		{"next segment with txn index", func() error { _, _, err := m.NextSegmentWithTxnIndex(ctx, tp, 9, 99_000); return err }, 1000},
 		{"caught up", func() error { _, err := m.CaughtUp(ctx, tp); return err }, 20},
 	}
-	explainPool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer explainPool.Close()
+	explainPool := newPool(t, dsn, 0, false)
 	for _, c := range cases {
 		counter.take()
 		require.NoError(t, c.run(), c.name)

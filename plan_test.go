@@ -97,10 +97,8 @@ func measurePlans(t *testing.T, state planState, scale int) map[string]planCost 
 	t.Helper()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	admin, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(admin.Close)
-	_, err = admin.Exec(ctx, `
+	admin := newPool(t, dsn, 0, false)
+	_, err := admin.Exec(ctx, `
 ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_segments SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);

@@ -128,15 +128,10 @@ func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
 // declares it compatible, and says what to do.
 func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 	t.Parallel()
-	newPool := func(t *testing.T) *pgxpool.Pool {
-		pool, err := pgxpool.New(t.Context(), pgtest.NewDatabase(t))
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		return pool
-	}
+	freshPool := func(t *testing.T) *pgxpool.Pool { return newPool(t, pgtest.NewDatabase(t), 0, false) }
 	t.Run("no declaration", func(t *testing.T) {
 		t.Parallel()
-		pool := newPool(t)
+		pool := freshPool(t)
 		undeclared := "-- +goose Up\nALTER TABLE rlmm_segments ADD COLUMN upgrade_test_note text;\n"
 		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, undeclared)))
 		_, err := rs.NewPgManager(t.Context(), pool)
@@ -147,7 +142,7 @@ func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 	})
 	t.Run("a later migration drops compatibility", func(t *testing.T) {
 		t.Parallel()
-		pool := newPool(t)
+		pool := freshPool(t)
 		contract := fmt.Sprintf("-- rlmm:compatible-with %d\n-- +goose Up\nALTER TABLE rlmm_segments DROP COLUMN upgrade_test_note;\n", rs.SchemaVersion+1)
 		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, expandMigration(rs.SchemaVersion), contract)))
 		_, err := rs.NewPgManager(t.Context(), pool)
@@ -155,7 +150,7 @@ func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 	})
 	t.Run("a bad declaration", func(t *testing.T) {
 		t.Parallel()
-		pool := newPool(t)
+		pool := freshPool(t)
 		bad := fmt.Sprintf("-- rlmm:compatible-with %d\n-- +goose Up\nSELECT 1;\n", rs.SchemaVersion+1)
 		err := rs.MigrateFS(t.Context(), pool, withNext(t, bad))
 		require.ErrorContains(t, err, "it must name an older schema version")
@@ -179,9 +174,7 @@ func TestDownForgetsCompatibility(t *testing.T) {
 		t.Run(down, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
+			pool := newPool(t, pgtest.NewDatabase(t), 0, false)
 			require.NoError(t, rs.MigrateFS(ctx, pool, withNext(t, expandMigration(rs.SchemaVersion))))
 			m, err := rs.NewPgManager(ctx, pool)
 			require.NoError(t, err, "the expand migration declares this code compatible")
