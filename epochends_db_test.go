@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -136,7 +135,7 @@ func TestGuardManualFinishRaisesEpochEnds(t *testing.T) {
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT max(e.raised_version), max(p.version) FROM rlmm_epoch_ends e
 		JOIN rlmm_partitions p USING (topic_id, partition) WHERE e.topic_id = $1`, tp.TopicID).Scan(&raised, &version))
 	require.Equal(t, version, raised, "raised at the version the trigger gave the write")
-	testwait.Until(t, "the cache caught up", func() bool {
+	caughtUp(cached).WaitUntil(t, "the cache caught up", func() bool {
 		ok, err := cached.CaughtUp(ctx, tp)
 		return err == nil && ok
 	})

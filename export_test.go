@@ -11,28 +11,34 @@ import (
 
 // Test hooks into PgManager's cache.
 
+// CacheTestSignals are the cache's test signals (pgcache.go).
+type CacheTestSignals = cacheTestHooks
+
+// Cached reports whether the manager has a cache (WithCache).
+func (m *PgManager) Cached() bool { return m.cache != nil }
+
+// TestSignals returns the cache's test signals; they keep their events
+// once the test calls their Init.
+func (m *PgManager) TestSignals() *CacheTestSignals { return &m.cache.test }
+
 // DropNotifications makes the cache's listener ignore every notification,
 // as if they were lost.
-func (m *PgManager) DropNotifications(drop bool) { m.cache.dropNotifications.Store(drop) }
+func (m *PgManager) DropNotifications(drop bool) { m.cache.test.dropNotifications.Store(drop) }
 
 // BeforeCatchUp runs hook before each catch-up of a cached partition
 // (loaded is false for the load). Set it before assigning partitions.
 func (m *PgManager) BeforeCatchUp(hook func(tp TopicIDPartition, loaded bool)) {
 	m.cache.mu.Lock()
 	defer m.cache.mu.Unlock()
-	m.cache.beforeCatchUp = hook
+	m.cache.test.beforeCatchUp = hook
 }
 
-// ListenerConnected returns a channel closed at the listener's next
-// (re)connection.
-func (m *PgManager) ListenerConnected() <-chan struct{} {
-	m.cache.mu.RLock()
-	defer m.cache.mu.RUnlock()
-	return m.cache.listening
-}
+// ListenerConnections returns how many times the cache's listener has
+// listened since the cache started.
+func (m *PgManager) ListenerConnections() int64 { return m.cache.test.connections.Load() }
 
 // Listening reports whether the cache's listener is connected and listening.
-func (m *PgManager) Listening() bool { return m.cache.connected.Load() }
+func (m *PgManager) Listening() bool { return m.cache.test.listening.Load() }
 
 // PartitionVersionForTest reads tp's committed version on the primary.
 func (m *PgManager) PartitionVersionForTest(ctx context.Context, tp TopicIDPartition) (int64, error) {
@@ -65,7 +71,7 @@ func (m *PgManager) PollVersionsForTest(ctx context.Context, tps ...TopicIDParti
 }
 
 // CachedVersion returns the cached version of tp (-1 when not loaded),
-// without asking the database or kicking a catch-up.
+// without asking the database or waking the follower.
 func (m *PgManager) CachedVersion(tp TopicIDPartition) int64 {
 	v, _, _, loaded := m.cache.cachedVersion(tp)
 	if !loaded {

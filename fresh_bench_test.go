@@ -223,7 +223,7 @@ func benchmarkFreshWrites(b *testing.B, f freshDB) {
 }
 
 // benchmarkFreshness: commit on broker A to the write being in broker B's
-// cache (read from B's memory, no round trip, no CaughtUp to kick it),
+// cache (read from B's memory, no round trip, no CaughtUp to wake its follower),
 // while 8 other writers keep committing to other partitions.
 func benchmarkFreshness(b *testing.B, f freshDB) {
 	ctx := b.Context()

@@ -26,6 +26,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testsignal"
 	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
@@ -188,10 +189,19 @@ func withNext(t *testing.T, next ...string) fs.FS {
 
 // Waiting for a cache.
 
+// caughtUp returns m's cache's CaughtUp signal, initialised: a test checks
+// the state it waits for, then waits for the next catch-up while it does
+// not hold (WaitUntil).
+func caughtUp(m *rs.PgManager) *testsignal.Signal[rs.TopicIDPartition] {
+	signals := m.TestSignals()
+	signals.Init()
+	return &signals.CaughtUp
+}
+
 // waitLoaded waits until the cached partition tp has loaded.
 func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
-	testwait.Until(t, "partition loaded", func() bool {
+	caughtUp(m).WaitUntil(t, "partition loaded", func() bool {
 		_, err := m.CaughtUp(context.Background(), tp)
 		return !errors.Is(err, rs.ErrNotReady)
 	})
@@ -199,17 +209,24 @@ func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 
 // waitCaughtUp waits until m says it is caught up on tp. A partition still
 // loading (ErrNotReady, as on a busy machine right after it was taken on, or
-// while it reloads) is not caught up yet.
+// while it reloads) is not caught up yet. Without a cache (a manager
+// reading a replica) there is no event to wait for, and it polls.
 func waitCaughtUp(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
-	testwait.Until(t, "caught up on "+tp.String(), func() bool {
+	what := "caught up on " + tp.String()
+	cond := func() bool {
 		ok, err := m.CaughtUp(context.Background(), tp)
 		if errors.Is(err, rs.ErrNotReady) {
 			return false
 		}
 		require.NoError(t, err)
 		return ok
-	})
+	}
+	if !m.Cached() {
+		testwait.Until(t, what, cond)
+		return
+	}
+	caughtUp(m).WaitUntil(t, what, cond)
 }
 
 // requireSameAnswers compares every query of got with want on tp.

@@ -10,7 +10,6 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
-	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // requireFKError checks that err is PostgreSQL's foreign_key_violation.
@@ -139,7 +138,9 @@ func TestOldCodeFinishesRaiseEpochEnds(t *testing.T) {
 			return nil
 		}
 		var last error
-		testwait.Until(t, name+" answers the old code's finishes", func() bool {
+		// The uncached manager answers at once; the cached one once its
+		// follower has caught up.
+		caughtUp(cached).WaitUntil(t, name+" answers the old code's finishes", func() bool {
 			last = check()
 			return last == nil
 		})
@@ -186,7 +187,7 @@ func TestRaiseEpochEndsBackfill(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, want, got)
-		testwait.Until(t, "the cache sees the raised epoch end", func() bool {
+		caughtUp(cached).WaitUntil(t, "the cache sees the raised epoch end", func() bool {
 			got, found, err := cached.EpochEndOffset(ctx, tp, epoch)
 			require.NoError(t, err)
 			return found && got == want

@@ -8,17 +8,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// partitionKey is the identity of a partition: (TopicID, Partition). The
-// topic name is not part of it.
-type partitionKey struct {
-	topicID   uuid.UUID
-	partition int32
-}
-
-func keyOf(tp TopicIDPartition) partitionKey {
-	return partitionKey{topicID: tp.TopicID, partition: tp.Partition}
-}
-
 // InMemoryManager is the reference implementation of RemoteLogMetadataManager:
 // everything lives in memory, behind one lock. It is safe for concurrent use.
 type InMemoryManager struct {
@@ -230,4 +219,32 @@ func (m *InMemoryManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicI
 		return s.public(), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
+}
+
+// FirstSegmentForTimestamp returns the first COPY_SEGMENT_FINISHED segment
+// carrying epoch, in the order of ListRemoteLogSegmentsByEpoch, whose
+// MaxTimestampMs >= timestampMs and EndOffset >= startingOffset. None:
+// (zero, false, nil).
+func (m *InMemoryManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (RemoteLogSegmentMetadata, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	p := m.partitions[keyOf(tp)]
+	if p == nil {
+		return RemoteLogSegmentMetadata{}, false, nil
+	}
+	if s := p.firstForTimestamp(epoch, timestampMs, startingOffset); s != nil {
+		return s.public(), true, nil
+	}
+	return RemoteLogSegmentMetadata{}, false, nil
+}
+
+// EpochEndOffset returns Kafka's highest offset for epoch: the largest offset
+// in the range of epoch of a segment that reached COPY_SEGMENT_FINISHED.
+// Deletes never lower it; DELETE_PARTITION_FINISHED forgets it. None:
+// (0, false, nil).
+func (m *InMemoryManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	end, ok := m.partitions[keyOf(tp)].epochEnd(epoch)
+	return end, ok, nil
 }

@@ -72,3 +72,10 @@ func TestNewPgManagerRefusesWrongSchema(t *testing.T) {
 		require.NotErrorIs(t, err, rs.ErrSchemaMismatch)
 	})
 }
+
+// TestSchemaVersionIsNewestMigration: the constant names the newest
+// embedded migration, so a new migration cannot ship without it.
+func TestSchemaVersionIsNewestMigration(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, migrations.Latest(), rs.SchemaVersion, "SchemaVersion must be the number of the newest file in migrations/")
+}

@@ -2,12 +2,10 @@ package remotestorage
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // notifier tells other managers' caches of this manager's writes, after
@@ -24,7 +22,7 @@ type notifier struct {
 	pending map[partitionKey]int64 // the newest version written per partition
 	started bool
 	closing bool
-	wake    chan struct{} // capacity 1
+	woken   chan struct{} // capacity 1: a pending wake-up of the sender
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -32,7 +30,7 @@ type notifier struct {
 
 func newNotifier(side *sideConn, log func(msg string, args ...any)) *notifier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &notifier{side: side, log: log, pending: make(map[partitionKey]int64), wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &notifier{side: side, log: log, pending: make(map[partitionKey]int64), woken: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // notify queues the news that tp reached version. It never blocks; the
@@ -52,10 +50,7 @@ func (n *notifier) notify(tp TopicIDPartition, version int64) {
 		go n.run()
 	}
 	n.mu.Unlock()
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
+	n.wake()
 }
 
 // close stops the sender once it has sent what is queued, or after a
@@ -75,7 +70,7 @@ func (n *notifier) close() {
 	}
 	flush := time.AfterFunc(time.Second, n.cancel)
 	defer flush.Stop()
-	n.poke()
+	n.wake()
 	<-n.done
 	n.cancel()
 }
@@ -87,7 +82,7 @@ func (n *notifier) run() {
 		select {
 		case <-n.ctx.Done():
 			return
-		case <-n.wake:
+		case <-n.woken:
 		}
 		n.mu.Lock()
 		batch, closing := n.pending, n.closing
@@ -110,13 +105,14 @@ func (n *notifier) run() {
 		} else {
 			backoff.reset()
 		}
-		n.poke() // what came in meanwhile, or the close
+		n.wake() // what came in meanwhile, or the close
 	}
 }
 
-func (n *notifier) poke() {
+// wake asks the sender to look at what is queued, without waiting.
+func (n *notifier) wake() {
 	select {
-	case n.wake <- struct{}{}:
+	case n.woken <- struct{}{}:
 	default:
 	}
 }
@@ -145,89 +141,3 @@ func (n *notifier) send(batch map[partitionKey]int64) error {
 		return err
 	})
 }
-
-func notificationPayload(k partitionKey, version int64) string {
-	return k.topicID.String() + "/" + strconv.FormatInt(int64(k.partition), 10) + "/" + strconv.FormatInt(version, 10)
-}
-
-// sideConn is a manager's connection for its own background statements
-// (notifications, the cache's version poll): opened on first use, as the
-// pool opens its connections, but tracing only the connect, not the
-// statements (they are not the caller's), and never
-// taking a connection the callers' pool may be short of. One statement at
-// a time; a failed statement closes it, the next use reopens it.
-type sideConn struct {
-	pool *pgxpool.Pool
-
-	mu   sync.Mutex
-	conn *pgx.Conn
-}
-
-func (c *sideConn) do(ctx context.Context, f func(conn *pgx.Conn) error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn == nil || c.conn.IsClosed() {
-		cfg := c.pool.Config().ConnConfig.Copy()
-		cfg.Tracer = connectTracerOf(cfg.Tracer)
-		conn, err := connectLikePool(ctx, c.pool, cfg)
-		if err != nil {
-			return err
-		}
-		c.conn = conn
-	}
-	if err := f(c.conn); err != nil {
-		c.conn.Close(context.Background())
-		c.conn = nil
-		return err
-	}
-	return nil
-}
-
-func (c *sideConn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn != nil {
-		c.conn.Close(context.Background())
-		c.conn = nil
-	}
-}
-
-// connectLikePool connects with cfg, a copy of pool's connection settings,
-// as pool connects its own connections: after pool's BeforeConnect, which
-// holds ConfigurePool's connect backoff (so that an outage costs no more
-// attempts than the pool's) and whatever the caller set there, such as a
-// rotated password.
-func connectLikePool(ctx context.Context, pool *pgxpool.Pool, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
-	if before := pool.Config().BeforeConnect; before != nil {
-		if err := before(ctx, cfg); err != nil {
-			return nil, err
-		}
-	}
-	return pgx.ConnectConfig(ctx, cfg)
-}
-
-// connectTracer keeps the connect tracing of a tracer (ConfigurePool's
-// backoff learns each attempt's outcome from it) and drops its statements.
-type connectTracer struct{ connect pgx.ConnectTracer }
-
-// connectTracerOf returns t's connect tracing alone; nil when it has none.
-func connectTracerOf(t pgx.QueryTracer) pgx.QueryTracer {
-	if ct, ok := t.(pgx.ConnectTracer); ok {
-		return connectTracer{connect: ct}
-	}
-	return nil
-}
-
-func (t connectTracer) TraceConnectStart(ctx context.Context, data pgx.TraceConnectStartData) context.Context {
-	return t.connect.TraceConnectStart(ctx, data)
-}
-
-func (t connectTracer) TraceConnectEnd(ctx context.Context, data pgx.TraceConnectEndData) {
-	t.connect.TraceConnectEnd(ctx, data)
-}
-
-func (connectTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-
-func (connectTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

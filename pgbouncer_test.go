@@ -66,8 +66,11 @@ func TestPgBouncerCacheListenerOnSessionConnection(t *testing.T) {
 	a := newCachedManager(t, pooled)
 	b := newCachedManager(t, pooled, listenerOption(t, direct), rs.WithLogger(logger))
 	direct2 := newCachedManager(t, direct, rs.WithLogger(logger))
-	testwait.Until(t, "the listener listens", b.Listening)
-	testwait.Until(t, "the direct listener listens, after its probe", direct2.Listening)
+	for _, m := range []*rs.PgManager{b, direct2} {
+		signals := m.TestSignals()
+		signals.Init()
+		signals.Listening.WaitUntil(t, "the listener listens (the direct one after its probe)", m.Listening)
+	}
 	tp := testTP(0)
 	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
 	waitLoaded(t, b, tp)
@@ -99,7 +102,7 @@ func TestPgBouncerCacheListenerThroughPoolerWarns(t *testing.T) {
 	for i := range int64(20) {
 		s := writeFinished(t, a, tp, i*100, i*100+99)
 		committed := time.Now()
-		testwait.Until(t, "CaughtUp pulls the cache forward", func() bool {
+		caughtUp(b).WaitUntil(t, "CaughtUp pulls the cache forward", func() bool {
 			ok, err := b.CaughtUp(ctx, tp)
 			require.NoError(t, err)
 			if !ok {
@@ -142,7 +145,7 @@ func requireCacheReceives(t *testing.T, writer, reader *rs.PgManager, tp rs.Topi
 	t.Helper()
 	for i := range n {
 		s := writeFinished(t, writer, tp, i*100, i*100+99)
-		testwait.Until(t, "the reader's cache holds the write, from "+how+" alone", func() bool {
+		caughtUp(reader).WaitUntil(t, "the reader's cache holds the write, from "+how+" alone", func() bool {
 			got, found, err := reader.RemoteLogSegmentMetadata(t.Context(), tp, 0, i*100+50)
 			require.NoError(t, err)
 			return found && got.SegmentID == s.SegmentID && got.State == rs.CopySegmentFinished

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,11 +15,8 @@ import (
 
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/testsignal"
 )
-
-// notifyChannel is the channel on which writes are announced, after they
-// commit (notifier.go), with the payload "<topic id>/<partition>/<version>".
-const notifyChannel = "rlmm_changes"
 
 // pgCache holds the partitions a PgManager consumes, and keeps them fresh
 // as docs/SCALING.md ("How the cache stays fresh") describes: a cached
@@ -39,13 +35,30 @@ type pgCache struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	loaders   chan struct{} // a slot per load or catch-up running (WithCacheLoaders)
-	listening chan struct{} // closed, then replaced, each time the listener (re)connects
-	connected atomic.Bool   // the listener is listening
+	loaders chan struct{} // a slot per load or catch-up running (WithCacheLoaders)
 
-	// For tests: drop every notification; run before each catch-up.
-	dropNotifications atomic.Bool
-	beforeCatchUp     func(tp TopicIDPartition, loaded bool)
+	test cacheTestHooks
+}
+
+// cacheTestHooks are the cache's hooks and signals for tests
+// (export_test.go). Each does nothing unless a test sets or initialises it.
+type cacheTestHooks struct {
+	// CaughtUp: a load or catch-up of the partition was applied.
+	CaughtUp testsignal.Signal[TopicIDPartition]
+	// Listening: the listener listens, on its nth connection since the
+	// cache started (1 for the first).
+	Listening testsignal.Signal[int]
+
+	listening         atomic.Bool                            // the listener is connected and listening
+	connections       atomic.Int64                           // how many times the listener has listened
+	dropNotifications atomic.Bool                            // the listener ignores every notification
+	beforeCatchUp     func(tp TopicIDPartition, loaded bool) // runs before each catch-up; guarded by pgCache.mu
+}
+
+// Init initialises the signals.
+func (h *cacheTestHooks) Init() {
+	h.CaughtUp.Init()
+	h.Listening.Init()
 }
 
 // cachedPartition is one consumed partition. data is nil until loaded.
@@ -55,7 +68,7 @@ type cachedPartition struct {
 	generation int64          // the data's generation data was loaded at
 	reloading  bool           // a reload is reading: this manager's writes also go to pending
 	pending    []pendingWrite // this manager's writes made while loading or reloading
-	kick       chan struct{}  // capacity 1: a pending refresh
+	woken      chan struct{}  // capacity 1: a pending wake-up of the follower
 	cancel     context.CancelFunc
 }
 
@@ -73,7 +86,6 @@ func newPgCache(m *PgManager) *pgCache {
 		partitions: make(map[partitionKey]*cachedPartition),
 		ctx:        ctx,
 		cancel:     cancel,
-		listening:  make(chan struct{}),
 		loaders:    make(chan struct{}, cacheLoaders(m)),
 	}
 	c.wg.Go(c.listen)
@@ -112,7 +124,7 @@ func (c *pgCache) pollEvery(interval time.Duration) {
 }
 
 // poll reads the committed versions of every loaded partition in one
-// statement and kicks the followers of those the cache is behind on.
+// statement and wakes the followers of those the cache is behind on.
 func (c *pgCache) poll() error {
 	var params db.PartitionVersionsParams
 	c.mu.RLock()
@@ -143,7 +155,7 @@ func (c *pgCache) poll() error {
 		// database) a reset the catch-up turns into a reload.
 		if cp := c.partitions[partitionKey{topicID: uuid.UUID(r.TopicID), partition: r.Partition}]; cp != nil && cp.data != nil &&
 			(cp.data.version != r.Version || cp.generation != r.Generation) {
-			cp.refresh()
+			cp.wake()
 		}
 	}
 	return nil
@@ -164,9 +176,9 @@ func (c *pgCache) assign(tps []TopicIDPartition) {
 			continue // assigned twice: not reloaded
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		cp := &cachedPartition{tp: tp, kick: make(chan struct{}, 1), cancel: cancel}
+		cp := &cachedPartition{tp: tp, woken: make(chan struct{}, 1), cancel: cancel}
 		c.partitions[key] = cp
-		cp.kick <- struct{}{} // the load
+		cp.woken <- struct{}{} // the load
 		c.wg.Go(func() { c.follow(ctx, cp) })
 	}
 }
@@ -183,15 +195,15 @@ func (c *pgCache) stop(tps []TopicIDPartition) {
 	}
 }
 
-// refresh asks the partition's follower to catch up, without waiting.
-func (cp *cachedPartition) refresh() {
+// wake asks the partition's follower to catch up, without waiting.
+func (cp *cachedPartition) wake() {
 	select {
-	case cp.kick <- struct{}{}:
+	case cp.woken <- struct{}{}:
 	default: // one is pending already
 	}
 }
 
-// follow loads the partition, then catches it up each time it is kicked,
+// follow loads the partition, then catches it up each time it is woken,
 // until the partition is stopped or the manager closed. Failed fetches are
 // retried with backoff.
 func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
@@ -200,7 +212,7 @@ func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-cp.kick:
+		case <-cp.woken:
 		}
 		select {
 		case <-ctx.Done():
@@ -213,7 +225,7 @@ func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
 			if ctx.Err() != nil {
 				return
 			}
-			cp.refresh()
+			cp.wake()
 			select {
 			case <-ctx.Done():
 				return
@@ -241,7 +253,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if cp.data != nil {
 		after = cp.data.version
 	}
-	hook, loaded := c.beforeCatchUp, cp.data != nil
+	hook, loaded := c.test.beforeCatchUp, cp.data != nil
 	c.mu.RUnlock()
 	if hook != nil {
 		hook(cp.tp, loaded)
@@ -299,12 +311,13 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		if w.version == p.version+1 {
 			p.version = w.version
 		} else {
-			cp.refresh()
+			cp.wake()
 		}
 	}
 	cp.pending = nil
 	p.pruneForgotten()
 	p.changed()
+	c.test.CaughtUp.Signal(cp.tp)
 	return nil
 }
 
@@ -445,7 +458,7 @@ func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memP
 		// Behind (versions in between), or at or past it: a catch-up raced
 		// this call, or the partition's versions restarted (a TRUNCATE),
 		// which the catch-up turns into a reload.
-		cp.refresh()
+		cp.wake()
 	}
 }
 
@@ -467,7 +480,7 @@ func (c *pgCache) read(tp TopicIDPartition, query func(p *memPartition)) (served
 }
 
 // listen keeps a connection listening on notifyChannel, reconnecting with
-// backoff, and kicks the followers of the partitions notified. After each
+// backoff, and wakes the followers of the partitions notified. After each
 // (re)connect every partition catches up, for what was missed meanwhile.
 // It logs when it stops listening and when it listens again, not each
 // failed attempt in between: meanwhile queries keep answering from the
@@ -516,22 +529,21 @@ func (c *pgCache) listenOnce(listening func()) error {
 	if _, err := conn.Exec(c.ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
-	defer c.connected.Store(false)
+	defer c.test.listening.Store(false)
 	c.mu.Lock()
-	c.connected.Store(true)
+	c.test.listening.Store(true)
 	for _, cp := range c.partitions {
-		cp.refresh()
+		cp.wake()
 	}
-	close(c.listening)
-	c.listening = make(chan struct{})
 	c.mu.Unlock()
+	c.test.Listening.Signal(int(c.test.connections.Add(1)))
 	listening()
 	for {
 		n, err := conn.WaitForNotification(c.ctx)
 		if err != nil {
 			return err
 		}
-		if c.dropNotifications.Load() {
+		if c.test.dropNotifications.Load() {
 			continue
 		}
 		if strings.HasPrefix(n.Payload, resetNotificationPrefix) {
@@ -539,7 +551,7 @@ func (c *pgCache) listenOnce(listening func()) error {
 			// checks, and reloads.
 			c.mu.RLock()
 			for _, cp := range c.partitions {
-				cp.refresh()
+				cp.wake()
 			}
 			c.mu.RUnlock()
 			continue
@@ -550,28 +562,10 @@ func (c *pgCache) listenOnce(listening func()) error {
 		}
 		c.mu.RLock()
 		if cp := c.partitions[key]; cp != nil && (cp.data == nil || cp.data.version < version) {
-			cp.refresh()
+			cp.wake()
 		}
 		c.mu.RUnlock()
 	}
-}
-
-// resetNotificationPrefix starts the payload "reset/<generation>" that
-// migration 00010's triggers notify when the data's generation moves.
-const resetNotificationPrefix = "reset/"
-
-func parseNotification(payload string) (partitionKey, int64, bool) {
-	parts := strings.Split(payload, "/")
-	if len(parts) != 3 {
-		return partitionKey{}, 0, false
-	}
-	topicID, err1 := uuid.Parse(parts[0])
-	partition, err2 := strconv.ParseInt(parts[1], 10, 32)
-	version, err3 := strconv.ParseInt(parts[2], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return partitionKey{}, 0, false
-	}
-	return partitionKey{topicID: topicID, partition: int32(partition)}, version, true
 }
 
 // cachedVersion returns the partition's cached version and the data's
@@ -590,10 +584,11 @@ func (c *pgCache) cachedVersion(tp TopicIDPartition) (version, generation int64,
 	return cp.data.version, cp.generation, true, true
 }
 
-func (c *pgCache) kick(tp TopicIDPartition) {
+// wake asks the follower of tp, if consumed, to catch up, without waiting.
+func (c *pgCache) wake(tp TopicIDPartition) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if cp := c.partitions[keyOf(tp)]; cp != nil {
-		cp.refresh()
+		cp.wake()
 	}
 }

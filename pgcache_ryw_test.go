@@ -76,7 +76,7 @@ func TestCacheReadsItsOwnWriteAfterTheDeadline(t *testing.T) {
 		// left a gap): let it finish before the next round arms the hook.
 		version, err := a.PartitionVersionForTest(ctx, tp)
 		require.NoError(t, err)
-		testwait.Until(t, "b's follower caught up", func() bool { return b.CachedVersion(tp) == version })
+		caughtUp(b).WaitUntil(t, "b's follower caught up", func() bool { return b.CachedVersion(tp) == version })
 	}
 	require.GreaterOrEqual(t, succeeded, 10, "too few updates succeeded to say anything")
 }

@@ -33,9 +33,11 @@ func TestCacheReadsYourWritesWithoutRoundTrips(t *testing.T) {
 	m, err := rs.NewPgManager(ctx, pool, rs.WithCache())
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
+	signals := m.TestSignals()
+	signals.Init()
 	// Once listening, nothing makes the cache read in the background but
 	// other brokers' writes, and there are none here.
-	testwait.Until(t, "the listener listens", m.Listening)
+	signals.Listening.WaitUntil(t, "the listener listens", m.Listening)
 	tp := testTP(0)
 	require.NoError(t, m.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
 	waitLoaded(t, m, tp)
@@ -174,9 +176,9 @@ func TestCachePollBoundsALostNotification(t *testing.T) {
 	writeFinished(t, a, tp, 0, 99)
 	version, err := a.PartitionVersionForTest(ctx, tp)
 	require.NoError(t, err)
-	// The bound is one interval plus a catch-up; the deadline only keeps
-	// a broken poll from hanging the test.
-	testwait.Until(t, "the poll brought b's cache to the write", func() bool { return b.CachedVersion(tp) >= version })
+	// The bound is one interval plus a catch-up; the timeout only keeps a
+	// broken poll from hanging the test.
+	caughtUp(b).WaitUntil(t, "the poll brought b's cache to the write", func() bool { return b.CachedVersion(tp) >= version })
 	got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
 	require.NoError(t, err)
 	require.True(t, found)
@@ -199,7 +201,10 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 	waitCaughtUp(t, b, tp)
 
 	// Kill b's listener (the only backend of this database listening).
-	reconnected := b.ListenerConnected()
+	signals := b.TestSignals()
+	signals.Init()
+	signals.Listening.WaitUntil(t, "b's listener listens", b.Listening)
+	connections := b.ListenerConnections()
 	var killed int
 	testwait.Until(t, "the listener's backend is killed", func() bool {
 		require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -218,11 +223,7 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found, "CaughtUp said true without the write")
 	}
-	select {
-	case <-reconnected:
-	case <-time.After(testwait.Timeout(t)):
-		t.Fatal("the listener did not reconnect")
-	}
+	signals.Listening.WaitUntil(t, "the listener reconnects", func() bool { return b.ListenerConnections() > connections })
 	waitCaughtUp(t, b, tp)
 	for _, s := range []rs.RemoteLogSegmentMetadata{first, second} {
 		got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, s.StartOffset)
@@ -271,13 +272,10 @@ func TestCacheListenerLogsStateChanges(t *testing.T) {
 	require.Equal(t, 1, warnings, "one warning for the outage")
 	require.Zero(t, infos)
 
-	reconnected := m.ListenerConnected()
+	signals := m.TestSignals()
+	signals.Init()
 	refuse.Store(false)
-	select {
-	case <-reconnected:
-	case <-time.After(testwait.Timeout(t)):
-		t.Fatal("the listener did not connect")
-	}
+	signals.Listening.WaitOrTimeout(t)
 	testwait.Until(t, "the recovery logged", func() bool { _, infos := listenerRecords(); return infos == 1 })
 	warnings, _ = listenerRecords()
 	require.Equal(t, 1, warnings)

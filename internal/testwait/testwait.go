@@ -2,14 +2,24 @@
 // happen: a condition polled until it holds, under one timeout that
 // TESTWAIT_SCALE scales and the test binary's deadline caps
 // (docs/TESTING.md, "Waiting in tests").
+//
+// It does not import package testing, so that the library's test signals
+// (package testsignal) can share the timeout without linking it.
 package testwait
 
 import (
 	"os"
 	"strconv"
-	"testing"
 	"time"
 )
+
+// TB is the part of testing.TB that testwait uses. A *testing.T, B or F
+// is one; so is anything with these methods, such as a stand-in that
+// records the failure in a test of a helper.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
 
 // ScaleEnv names the environment variable that scales the timeout.
 const ScaleEnv = "TESTWAIT_SCALE"
@@ -25,9 +35,10 @@ const poll = 2 * time.Millisecond
 const margin = 5 * time.Second
 
 // Timeout returns how long a test waits for something that must happen:
-// the base minute times TESTWAIT_SCALE, capped by the test's deadline. It
-// fails the test when TESTWAIT_SCALE is not a positive number.
-func Timeout(t testing.TB) time.Duration {
+// the base minute times TESTWAIT_SCALE, capped by the test's deadline (when
+// t has a Deadline method, as a *testing.T has). It fails the test when
+// TESTWAIT_SCALE is not a positive number.
+func Timeout(t TB) time.Duration {
 	t.Helper()
 	d := base
 	if v := os.Getenv(ScaleEnv); v != "" {
@@ -51,7 +62,7 @@ func Timeout(t testing.TB) time.Duration {
 // it returns true, and returns how long that took. When it has not
 // returned true within Timeout, Until fails the test with a message naming
 // what, the thing awaited.
-func Until(t testing.TB, what string, cond func() bool) time.Duration {
+func Until(t TB, what string, cond func() bool) time.Duration {
 	t.Helper()
 	timeout := Timeout(t)
 	start := time.Now()

@@ -1,0 +1,39 @@
+package remotestorage
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// notifyChannel is the channel on which writes are announced, after they
+// commit (notifier.go), with the payload "<topic id>/<partition>/<version>".
+const notifyChannel = "rlmm_changes"
+
+// resetNotificationPrefix starts the payload "reset/<generation>" that
+// migration 00010's triggers notify when the data's generation moves.
+const resetNotificationPrefix = "reset/"
+
+// parseNotification reads a partition's notification payload
+// ("<topic id>/<partition>/<version>"): the partition and its version;
+// false for any other payload.
+func parseNotification(payload string) (partitionKey, int64, bool) {
+	parts := strings.Split(payload, "/")
+	if len(parts) != 3 {
+		return partitionKey{}, 0, false
+	}
+	topicID, err1 := uuid.Parse(parts[0])
+	partition, err2 := strconv.ParseInt(parts[1], 10, 32)
+	version, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return partitionKey{}, 0, false
+	}
+	return partitionKey{topicID: topicID, partition: int32(partition)}, version, true
+}
+
+// notificationPayload is the payload announcing that k reached version.
+func notificationPayload(k partitionKey, version int64) string {
+	return k.topicID.String() + "/" + strconv.FormatInt(int64(k.partition), 10) + "/" + strconv.FormatInt(version, 10)
+}
