@@ -11,7 +11,6 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
-	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
 // BenchmarkWriteFloor asks what bounds an add and its COPY_SEGMENT_FINISHED
@@ -73,19 +72,6 @@ ANALYZE bench_raw;`)
 	}
 }
 
-// writeFloorDatabase is a migrated database of its own, nothing analyzed,
-// with setup run on it.
-func writeFloorDatabase(b *testing.B, setup string) string {
-	dsn := pgtest.NewDatabase(b)
-	if setup != "" {
-		_, err := newPool(b, dsn, 1, false).Exec(b.Context(), setup)
-		require.NoError(b, err)
-	}
-	return dsn
-}
-
-type writeFloorOp func(ctx context.Context, w *writeFloor, rng *rand.Rand) error
-
 // bareAddFinish writes the same row with the same two statements' effect on
 // the segment row alone: an INSERT, then an UPDATE of state, broker,
 // versions and updated_at by the id.
@@ -103,15 +89,4 @@ VALUES ($1, $2, $3, 'floor', $4, $5, 0, 0, 0, 1024, NULL, 0, true, ARRAY[0], ARR
 	_, err = w.pool.Exec(ctx, `UPDATE bare_segments SET state = 1, broker_id = 1, event_timestamp_ms = 1,
     finished_version = $2, last_version = $2, updated_at = now() WHERE segment_id = $1`, id, 2*i+1)
 	return err
-}
-
-// rawTwoCommits is the baseline of BenchmarkFresh's writes: two single-row
-// HOT UPDATE commits.
-func rawTwoCommits(ctx context.Context, w *writeFloor, rng *rand.Rand) error {
-	for range 2 {
-		if _, err := w.pool.Exec(ctx, "UPDATE bench_raw SET event_timestamp_ms = $2 WHERE id = $1", rng.IntN(2000), rng.Int64()); err != nil {
-			return err
-		}
-	}
-	return nil
 }
