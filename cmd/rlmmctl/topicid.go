@@ -104,7 +104,10 @@ func (f *partitionFlags) validate(cmd *cobra.Command) error {
 func (f *partitionFlags) resolve(ctx context.Context, pool *pgxpool.Pool) (remotestorage.TopicIDPartition, error) {
 	tp := remotestorage.TopicIDPartition{TopicID: f.parsedID, Topic: f.topic, Partition: f.partition}
 	if f.topic == "" {
-		err := pool.QueryRow(ctx, `SELECT topic FROM rlmm_partitions WHERE topic_id = $1 LIMIT 1`, tp.TopicID).Scan(&tp.Topic)
+		name, err := queries.PartitionTopicName(ctx, pool, tp.TopicID)
+		if err == nil {
+			tp.Topic = name
+		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return tp, fmt.Errorf("read the topic name of %s: %w", tp.TopicID, err)
 		}
@@ -112,11 +115,7 @@ func (f *partitionFlags) resolve(ctx context.Context, pool *pgxpool.Pool) (remot
 	}
 	// A deleted and recreated topic keeps its name but gets a new id, so a
 	// name can stand for several ids.
-	rows, err := pool.Query(ctx, `SELECT DISTINCT topic_id FROM rlmm_partitions WHERE topic = $1`, f.topic)
-	if err != nil {
-		return tp, fmt.Errorf("look up topic %q: %w", f.topic, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := queries.PartitionTopicIDs(ctx, pool, f.topic)
 	if err != nil {
 		return tp, fmt.Errorf("look up topic %q: %w", f.topic, err)
 	}
