@@ -215,25 +215,29 @@ same build) expects.
 	}
 }
 
+// schemaVersionSQL reads the newest applied migration. The one statement
+// rlmmctl runs that sqlc does not check: goose creates the version table,
+// under the name migrations.VersionTable, so it is in no migration sqlc
+// reads.
+var schemaVersionSQL = "SELECT coalesce(max(version_id), 0) FROM " +
+	pgx.Identifier{migrations.VersionTable}.Sanitize() + " WHERE is_applied"
+
 // schemaVersion is the newest applied migration, 0 when there is no
-// version table yet (a database never migrated). The one statement here
-// that sqlc does not check: goose creates the version table, under the
-// name migrations.VersionTable, so it is in no migration sqlc reads.
-func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+// version table yet (a database never migrated).
+func schemaVersion(ctx context.Context, pool ctldb.DBTX) (int64, error) {
 	exists, err := versionTableExists(ctx, pool)
 	if err != nil || !exists {
 		return 0, err
 	}
 	var v int64
-	err = pool.QueryRow(ctx, "SELECT coalesce(max(version_id), 0) FROM "+
-		pgx.Identifier{migrations.VersionTable}.Sanitize()+" WHERE is_applied").Scan(&v)
+	err = pool.QueryRow(ctx, schemaVersionSQL).Scan(&v)
 	if err != nil {
 		return 0, fmt.Errorf("read the schema version: %w", err)
 	}
 	return v, nil
 }
 
-func versionTableExists(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+func versionTableExists(ctx context.Context, pool ctldb.DBTX) (bool, error) {
 	exists, err := queries.RelationExists(ctx, pool, pgx.Identifier{migrations.VersionTable}.Sanitize())
 	if err != nil {
 		return false, fmt.Errorf("look for the version table %s: %w", migrations.VersionTable, err)
@@ -271,7 +275,7 @@ func migrationStatuses(ctx context.Context, pool *pgxpool.Pool) ([]*goose.Migrat
 
 // rollbackLosses refuses a rollback to target that would lose data (see
 // the help of migrate down), saying what would be lost.
-func rollbackLosses(ctx context.Context, pool *pgxpool.Pool, target int64) error {
+func rollbackLosses(ctx context.Context, pool ctldb.DBTX, target int64) error {
 	if target < 1 {
 		rows, err := metadataRowCount(ctx, pool)
 		if err != nil {
@@ -304,7 +308,7 @@ func rollbackLosses(ctx context.Context, pool *pgxpool.Pool, target int64) error
 }
 
 // metadataRowCount counts the rows of the remotestorage tables that exist.
-func metadataRowCount(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+func metadataRowCount(ctx context.Context, pool ctldb.DBTX) (int64, error) {
 	var total int64
 	for _, table := range []struct {
 		name  string

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
@@ -46,16 +45,26 @@ type partitionFilter struct {
 }
 
 // listPartitions aggregates the tables per partition.
-func listPartitions(ctx context.Context, pool *pgxpool.Pool, f partitionFilter) ([]partitionSummary, error) {
+func listPartitions(ctx context.Context, pool ctldb.DBTX, f partitionFilter) ([]partitionSummary, error) {
 	var topic *string
 	if f.topic != "" {
 		topic = &f.topic
 	}
-	var topicID *uuid.UUID
-	if f.topicID != uuid.Nil {
-		topicID = &f.topicID
+	// The topic ids to summarise, found through an index each.
+	var ids []uuid.UUID
+	var err error
+	switch {
+	case f.topicID != uuid.Nil:
+		ids = []uuid.UUID{f.topicID}
+	case topic != nil:
+		ids, err = queries.PartitionTopicIDs(ctx, pool, *topic)
+	default:
+		ids, err = queries.AllTopicIDs(ctx, pool)
 	}
-	rows, err := queries.PartitionsSummary(ctx, pool, ctldb.PartitionsSummaryParams{Topic: topic, TopicID: topicID})
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	rows, err := queries.PartitionsSummary(ctx, pool, ctldb.PartitionsSummaryParams{TopicIds: ids, Topic: topic})
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
 
 // purgeTotals is what purge did, or would do, to one topic.
@@ -153,7 +153,7 @@ func (a *app) writePurgeReport(totals []purgeTotals, verb string) {
 
 // previewPurge reports what PurgeForgotten would purge for the cutoff, per
 // topic (queries/purge.sql says which segments those are).
-func previewPurge(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) ([]purgeTotals, error) {
+func previewPurge(ctx context.Context, pool ctldb.DBTX, cutoff time.Time) ([]purgeTotals, error) {
 	rows, err := queries.PurgePreview(ctx, pool, cutoff)
 	if err != nil {
 		return nil, fmt.Errorf("preview the purge: %w", err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage"
@@ -23,12 +22,8 @@ func TestPurgeDropIDsKeepsCachesHonest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
-	writer, err := remotestorage.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	defer writer.Close()
+	pool, writer, closeWriter := testManager(t, dsn)
+	defer closeWriter()
 	// The lagging cache: no poll, and its listener dials a port where
 	// nobody listens, so it hears no notification: only CaughtUp makes it
 	// catch up.

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
 
 func (a *app) segmentsCommand() *cobra.Command {
@@ -234,7 +235,7 @@ Exits with status 3 and "not found" when no segment has that id.
 }
 
 // getSegment reads one segment and its partition's delete state.
-func getSegment(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (segmentView, error) {
+func getSegment(ctx context.Context, pool ctldb.DBTX, id uuid.UUID) (segmentView, error) {
 	r, err := queries.SegmentGet(ctx, pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return segmentView{}, notFoundErrorf("segment %s not found", id)

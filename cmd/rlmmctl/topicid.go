@@ -15,10 +15,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
 
 // kafkaTopicIDLen is the length of a topic id in Kafka's base64 form.
@@ -101,7 +101,7 @@ func (f *partitionFlags) validate(cmd *cobra.Command) error {
 
 // resolve returns the partition, with its topic name when the database
 // knows it (the library's queries need only the id; the name is for people).
-func (f *partitionFlags) resolve(ctx context.Context, pool *pgxpool.Pool) (remotestorage.TopicIDPartition, error) {
+func (f *partitionFlags) resolve(ctx context.Context, pool ctldb.DBTX) (remotestorage.TopicIDPartition, error) {
 	tp := remotestorage.TopicIDPartition{TopicID: f.parsedID, Topic: f.topic, Partition: f.partition}
 	if f.topic == "" {
 		name, err := queries.PartitionTopicName(ctx, pool, tp.TopicID)

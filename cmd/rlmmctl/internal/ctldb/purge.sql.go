@@ -26,21 +26,27 @@ func (q *Queries) PurgeCutoff(ctx context.Context, db DBTX, olderThanSeconds flo
 }
 
 const purgePreview = `-- name: PurgePreview :many
-SELECT s.topic, s.topic_id, count(*) AS segments,
-       coalesce(sum(s.segment_size_bytes), 0)::bigint AS segment_bytes,
-       coalesce(sum(ec.n), 0)::bigint AS epoch_rows,
-       coalesce(sum(octet_length(s.custom_metadata)), 0)::bigint AS custom_metadata_bytes
-FROM (
-    SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.segment_size_bytes, s.custom_metadata
+WITH candidates AS (
+    SELECT s.topic, s.topic_id, s.partition, s.segment_id, s.segment_size_bytes,
+           octet_length(s.custom_metadata) AS custom_metadata_bytes
     FROM rlmm_segments s
-    JOIN rlmm_partitions p ON p.topic_id = s.topic_id AND p.partition = s.partition
-    WHERE (s.state = 3 AND s.updated_at <= $1::timestamptz)
-       OR (p.delete_state = 2 AND p.updated_at <= $1::timestamptz)
-) s
+    WHERE s.state = 3 AND s.updated_at <= $1::timestamptz
+    UNION
+    SELECT s.topic, s.topic_id, s.partition, s.segment_id, s.segment_size_bytes,
+           octet_length(s.custom_metadata)
+    FROM rlmm_partitions p
+    JOIN rlmm_segments s ON s.topic_id = p.topic_id AND s.partition = p.partition
+    WHERE p.delete_state = 2 AND p.updated_at <= $1::timestamptz
+)
+SELECT c.topic, c.topic_id, count(*) AS segments,
+       coalesce(sum(c.segment_size_bytes), 0)::bigint AS segment_bytes,
+       coalesce(sum(ec.n), 0)::bigint AS epoch_rows,
+       coalesce(sum(c.custom_metadata_bytes), 0)::bigint AS custom_metadata_bytes
+FROM candidates c
 CROSS JOIN LATERAL (
     SELECT count(*) AS n FROM rlmm_segment_epochs e
-    WHERE e.topic_id = s.topic_id AND e.partition = s.partition AND e.segment_id = s.segment_id) ec
-GROUP BY s.topic, s.topic_id
+    WHERE e.topic_id = c.topic_id AND e.partition = c.partition AND e.segment_id = c.segment_id) ec
+GROUP BY c.topic, c.topic_id
 `
 
 type PurgePreviewRow struct {
@@ -52,10 +58,13 @@ type PurgePreviewRow struct {
 	CustomMetadataBytes int64
 }
 
-// Per topic, what PurgeForgotten would purge for the cutoff: the segments
-// in DELETE_SEGMENT_FINISHED (3) since before it, or of a partition in
-// DELETE_PARTITION_FINISHED (2) since before it; their bytes, epoch rows
-// and custom metadata.
+// Per topic, what PurgeForgotten would purge for the cutoff, and the bytes,
+// epoch rows and custom metadata of those segments: the segments in
+// DELETE_SEGMENT_FINISHED (3) since before it, and every segment of a
+// partition in DELETE_PARTITION_FINISHED (2) since before it. Each part is
+// read through the partial index the purge reads it by
+// (rlmm_segments_forgotten_idx, rlmm_partitions_deleted_idx), so the dry
+// run costs what it finds, not the size of the tables.
 func (q *Queries) PurgePreview(ctx context.Context, db DBTX, cutoff time.Time) ([]PurgePreviewRow, error) {
 	rows, err := db.Query(ctx, purgePreview, cutoff)
 	if err != nil {
