@@ -90,10 +90,7 @@ type ctlPlan struct {
 func measureCtlPlans(t *testing.T, state plancheck.State, scale int) map[string]ctlPlan {
 	t.Helper()
 	ctx := t.Context()
-	dsn := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewPool(t)
 	plans := uuid.New()
 	plancheck.Load(t, pool, state, scale, func(from, to int) {
 		if from == 0 {
@@ -157,7 +154,7 @@ func measureCtlPlans(t *testing.T, state plancheck.State, scale int) map[string]
 
 	var partitionPages int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_total_relation_size('rlmm_partitions') / current_setting('block_size')::int`).Scan(&partitionPages))
-	explainConn, err := pgx.Connect(ctx, dsn)
+	explainConn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 	require.NoError(t, err)
 	t.Cleanup(func() { explainConn.Close(context.Background()) })
 	out := make(map[string]ctlPlan)
