@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // purge --drop-ids deletes the row of a forgotten segment that a cache has
@@ -48,16 +48,11 @@ func TestPurgeDropIDsKeepsCachesHonest(t *testing.T) {
 	require.NoError(t, cached.OnPartitionLeadershipChanges(ctx, []remotestorage.TopicIDPartition{tp}, nil))
 	caughtUp := func() {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute) // only keeps a stuck cache from hanging the test
-		for {
+		testwait.Until(t, "the cache to catch up", func() bool {
 			up, err := cached.CaughtUp(ctx, tp)
-			if err == nil && up {
-				return
-			}
 			require.True(t, err == nil || errors.Is(err, remotestorage.ErrNotReady), "%v", err)
-			require.False(t, time.Now().After(deadline), "the cache never caught up")
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err == nil && up
+		})
 	}
 	caughtUp()
 	_, found, err := cached.RemoteLogSegmentMetadata(ctx, tp, 0, 1500)
