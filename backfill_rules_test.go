@@ -114,9 +114,7 @@ func unbumped(before, after map[string]*partitionSnapshot) []string {
 func backfillFindings(t *testing.T, fsys fs.FS, version int64) []string {
 	t.Helper()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.NewEmptyDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := newPool(t, pgtest.NewEmptyDatabase(t), 0, false)
 	require.NoError(t, rs.MigrateFS(ctx, pool, fsys))
 	m, err := rs.NewPgManager(ctx, pool)
 	require.NoError(t, err)

@@ -29,7 +29,7 @@ import (
 func BenchmarkColdStart(b *testing.B) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(b)
-	setup := freshPool(b, dsn, 1)
+	setup := newPool(b, dsn, 1, false)
 	_, err := setup.Exec(ctx, `
 CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
 INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
@@ -49,14 +49,8 @@ ANALYZE bench_raw;`)
 	}
 	require.NoError(b, adder.UpdateRemoteLogSegmentMetadata(ctx, update(added(), rs.CopySegmentFinished))) // the one looked up
 
-	plain := freshPool(b, dsn, 1)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(b, err)
-	cfg.MaxConns = 1
-	rs.ConfigurePool(cfg)
-	configured, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(b, err)
-	b.Cleanup(configured.Close)
+	plain := newPool(b, dsn, 1, false)
+	configured := newPool(b, dsn, 1, true)
 	var pool *pgxpool.Pool
 	var m *rs.PgManager
 	managers := map[*pgxpool.Pool]*rs.PgManager{}

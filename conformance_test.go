@@ -6,6 +6,8 @@ package remotestorage_test
 // (pgcache_test.go, pgbouncer_test.go).
 
 import (
+	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,4 +67,88 @@ func TestPgBouncerCachedConformance(t *testing.T) {
 	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rs.Manager {
 		return &consumingManager{PgManager: newCachedManager(t, pooled, append(opts, listener)...), t: t, seen: map[[20]byte]bool{}}
 	})
+}
+
+// consumingManager makes a cached PgManager consume every partition the
+// conformance suite touches, before the call, so the suite runs against the
+// cache.
+type consumingManager struct {
+	*rs.PgManager
+	t    *testing.T
+	mu   sync.Mutex
+	seen map[[20]byte]bool
+}
+
+func (c *consumingManager) consume(tp rs.TopicIDPartition) {
+	var key [20]byte
+	copy(key[:], tp.TopicID[:])
+	key[16], key[17], key[18], key[19] = byte(tp.Partition>>24), byte(tp.Partition>>16), byte(tp.Partition>>8), byte(tp.Partition)
+	c.mu.Lock()
+	fresh := !c.seen[key]
+	c.seen[key] = true
+	c.mu.Unlock()
+	if fresh {
+		require.NoError(c.t, c.OnPartitionLeadershipChanges(context.Background(), []rs.TopicIDPartition{tp}, nil))
+		waitLoaded(c.t, c.PgManager, tp)
+	}
+}
+
+func (c *consumingManager) AddRemoteLogSegmentMetadata(ctx context.Context, m rs.RemoteLogSegmentMetadata) error {
+	c.consume(m.SegmentID.TopicIDPartition)
+	return c.PgManager.AddRemoteLogSegmentMetadata(ctx, m)
+}
+
+func (c *consumingManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u rs.RemoteLogSegmentMetadataUpdate) error {
+	c.consume(u.SegmentID.TopicIDPartition)
+	return c.PgManager.UpdateRemoteLogSegmentMetadata(ctx, u)
+}
+
+func (c *consumingManager) RemoteLogSegmentMetadata(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
+	c.consume(tp)
+	return c.PgManager.RemoteLogSegmentMetadata(ctx, tp, e, o)
+}
+
+func (c *consumingManager) HighestOffsetForEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
+	c.consume(tp)
+	return c.PgManager.HighestOffsetForEpoch(ctx, tp, e)
+}
+
+func (c *consumingManager) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) ([]rs.RemoteLogSegmentMetadata, error) {
+	c.consume(tp)
+	return c.PgManager.ListRemoteLogSegments(ctx, tp)
+}
+
+func (c *consumingManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) ([]rs.RemoteLogSegmentMetadata, error) {
+	c.consume(tp)
+	return c.PgManager.ListRemoteLogSegmentsByEpoch(ctx, tp, e)
+}
+
+func (c *consumingManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d rs.RemotePartitionDeleteMetadata) error {
+	c.consume(d.TopicIDPartition)
+	return c.PgManager.PutRemotePartitionDeleteMetadata(ctx, d)
+}
+
+func (c *consumingManager) CaughtUp(ctx context.Context, tp rs.TopicIDPartition) (bool, error) {
+	c.consume(tp)
+	return c.PgManager.CaughtUp(ctx, tp)
+}
+
+func (c *consumingManager) RemoteLogSize(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, error) {
+	c.consume(tp)
+	return c.PgManager.RemoteLogSize(ctx, tp, e)
+}
+
+func (c *consumingManager) NextSegmentWithTxnIndex(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
+	c.consume(tp)
+	return c.PgManager.NextSegmentWithTxnIndex(ctx, tp, e, o)
+}
+
+func (c *consumingManager) FirstSegmentForTimestamp(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, ts, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
+	c.consume(tp)
+	return c.PgManager.FirstSegmentForTimestamp(ctx, tp, e, ts, o)
+}
+
+func (c *consumingManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
+	c.consume(tp)
+	return c.PgManager.EpochEndOffset(ctx, tp, e)
 }

@@ -11,6 +11,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // dbaFollowers are three caches of one partition that learn of a DBA's
@@ -48,14 +49,18 @@ func (f dbaFollowers) all() []*rs.PgManager { return []*rs.PgManager{f.notified,
 func (f dbaFollowers) requireHonest(t *testing.T, where string, truth rs.Manager, tp rs.TopicIDPartition) {
 	t.Helper()
 	for name, m := range map[string]*rs.PgManager{"notified": f.notified, "polled": f.polled} {
-		var diff string
-		deadline := time.Now().Add(20 * time.Second)
-		for diff = answersDiffer(truth, m, tp); diff != ""; diff = answersDiffer(truth, m, tp) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the %s cache never followed: %s", where, name, diff)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		func() {
+			var diff string
+			defer func() {
+				if t.Failed() {
+					t.Logf("%s: the %s cache's last difference: %s", where, name, diff)
+				}
+			}()
+			testwait.Until(t, fmt.Sprintf("%s: the %s cache to follow", where, name), func() bool {
+				diff = answersDiffer(truth, m, tp)
+				return diff == ""
+			})
+		}()
 	}
 	waitCaughtUp(t, f.asked, tp)
 	if diff := answersDiffer(truth, f.asked, tp); diff != "" {
@@ -155,9 +160,7 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			dsn := pgtest.NewDatabase(t)
-			admin, err := pgxpool.New(ctx, dsn)
-			require.NoError(t, err)
-			t.Cleanup(admin.Close)
+			admin := newPool(t, dsn, 0, false)
 			a, err := rs.NewPgManager(ctx, admin) // the writer, and the database's answers
 			require.NoError(t, err)
 			t.Cleanup(a.Close)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // deadlineSetup is the README's first example on a plain pgxpool.New pool:
@@ -29,28 +30,16 @@ type deadlineSetup struct {
 }
 
 func newDeadlineSetup(t *testing.T, cache bool) *deadlineSetup {
-	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	aPool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(aPool.Close)
-	bPool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(bPool.Close)
-	a, err := rs.NewPgManager(ctx, aPool)
-	require.NoError(t, err)
-	t.Cleanup(a.Close)
 	var opts []rs.Option
 	if cache {
 		opts = append(opts, rs.WithCache())
 	}
-	b, err := rs.NewPgManager(ctx, bPool, opts...)
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
-	s := &deadlineSetup{a: a, b: b, bPool: bPool, tp: testTP(0)}
-	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{s.tp}, nil))
+	s := &deadlineSetup{a: newManager(t, newPool(t, dsn, 0, false)), bPool: newPool(t, dsn, 0, false), tp: testTP(0)}
+	s.b = newManager(t, s.bPool, opts...)
+	require.NoError(t, s.b.OnPartitionLeadershipChanges(t.Context(), []rs.TopicIDPartition{s.tp}, nil))
 	if cache {
-		waitLoaded(t, b, s.tp)
+		waitLoaded(t, s.b, s.tp)
 	}
 	return s
 }
@@ -73,12 +62,25 @@ func (s *deadlineSetup) finish(t *testing.T, d time.Duration) (time.Duration, er
 func (s *deadlineSetup) warmCost(t *testing.T) time.Duration {
 	var costs []time.Duration
 	for range 21 {
-		d, err := s.finish(t, time.Minute)
+		d, err := s.finish(t, testwait.Timeout(t))
 		require.NoError(t, err)
 		costs = append(costs, d)
 	}
 	slices.Sort(costs)
 	return costs[len(costs)/2]
+}
+
+// runDeadlineSetups runs test in two parallel subtests, "cache" (B has
+// WithCache) and "no cache", each on a deadlineSetup of its own, with B's
+// warm update cost measured on it.
+func runDeadlineSetups(t *testing.T, test func(t *testing.T, s *deadlineSetup, warm time.Duration)) {
+	for _, cache := range []bool{true, false} {
+		t.Run(map[bool]string{true: "cache", false: "no cache"}[cache], func(t *testing.T) {
+			t.Parallel()
+			s := newDeadlineSetup(t, cache)
+			test(t, s, s.warmCost(t))
+		})
+	}
 }
 
 // TestShortDeadlinesKeepThePlainPoolsConnections: updates with deadlines of
@@ -90,56 +92,51 @@ func (s *deadlineSetup) warmCost(t *testing.T) time.Duration {
 // it, writes succeed.
 func TestShortDeadlinesKeepThePlainPoolsConnections(t *testing.T) {
 	t.Parallel()
-	for _, cache := range []bool{true, false} {
-		t.Run(map[bool]string{true: "cache", false: "no cache"}[cache], func(t *testing.T) {
-			t.Parallel()
-			s := newDeadlineSetup(t, cache)
-			warm := s.warmCost(t)
-			rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
-			var ok, unknown, long, longOK int
-			const calls = 300
-			for range calls {
-				d := time.Duration(500+rng.IntN(12_000)) * time.Microsecond
-				_, err := s.finish(t, d)
+	runDeadlineSetups(t, func(t *testing.T, s *deadlineSetup, warm time.Duration) {
+		rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
+		var ok, unknown, long, longOK int
+		const calls = 300
+		for range calls {
+			d := time.Duration(500+rng.IntN(12_000)) * time.Microsecond
+			_, err := s.finish(t, d)
+			if d >= 4*warm {
+				long++
+			}
+			switch {
+			case err == nil:
+				ok++
 				if d >= 4*warm {
-					long++
+					longOK++
 				}
-				switch {
-				case err == nil:
-					ok++
-					if d >= 4*warm {
-						longOK++
-					}
-				case rs.OutcomeUnknown(err):
-					unknown++
-					require.ErrorIs(t, err, rs.ErrIO)
-					require.ErrorIs(t, err, context.DeadlineExceeded)
-				default:
-					require.ErrorIs(t, err, context.DeadlineExceeded, "a failure other than the deadline")
-				}
+			case rs.OutcomeUnknown(err):
+				unknown++
+				require.ErrorIs(t, err, rs.ErrIO)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+			default:
+				require.ErrorIs(t, err, context.DeadlineExceeded, "a failure other than the deadline")
 			}
-			t.Logf("warm update %v; %d of %d updates with deadlines of 0.5-12.5 ms succeeded, %d outcomes unknown; %d of %d with deadlines of 4 warm updates or more",
-				warm, ok, calls, unknown, longOK, long)
-			// Before, every interrupted statement cost its connection: 150
-			// new connections for 300 updates. Now only a statement that
-			// the server has not ended DefaultCancelDeadlineDelay after the
-			// cancel request does, which a saturated machine sometimes
-			// sees: a bound of twice the pool's size.
-			maxConns := int64(s.bPool.Config().MaxConns)
-			t.Logf("the pool opened %d connections (size %d)", s.bPool.Stat().NewConnsCount(), maxConns)
-			require.LessOrEqual(t, s.bPool.Stat().NewConnsCount(), 2*maxConns, "interrupted statements cost the pool its connections")
-			require.GreaterOrEqual(t, 5*longOK, 4*long, "fewer than 80 %% of the updates whose deadline was 4 warm updates or more succeeded")
-			require.Positive(t, ok)
+		}
+		t.Logf("warm update %v; %d of %d updates with deadlines of 0.5-12.5 ms succeeded, %d outcomes unknown; %d of %d with deadlines of 4 warm updates or more",
+			warm, ok, calls, unknown, longOK, long)
+		// Before, every interrupted statement cost its connection: 150
+		// new connections for 300 updates. Now only a statement that
+		// the server has not ended DefaultCancelDeadlineDelay after the
+		// cancel request does, which a saturated machine sometimes
+		// sees: a bound of twice the pool's size.
+		maxConns := int64(s.bPool.Config().MaxConns)
+		t.Logf("the pool opened %d connections (size %d)", s.bPool.Stat().NewConnsCount(), maxConns)
+		require.LessOrEqual(t, s.bPool.Stat().NewConnsCount(), 2*maxConns, "interrupted statements cost the pool its connections")
+		require.GreaterOrEqual(t, 5*longOK, 4*long, "fewer than 80 %% of the updates whose deadline was 4 warm updates or more succeeded")
+		require.Positive(t, ok)
 
-			// Every write that certainly failed left the segment as it was,
-			// and every success is there: B's connections all still serve.
-			for range 10 {
-				_, err := s.finish(t, time.Minute)
-				require.NoError(t, err)
-			}
-			require.LessOrEqual(t, s.bPool.Stat().NewConnsCount(), 2*maxConns)
-		})
-	}
+		// Every write that certainly failed left the segment as it was,
+		// and every success is there: B's connections all still serve.
+		for range 10 {
+			_, err := s.finish(t, testwait.Timeout(t))
+			require.NoError(t, err)
+		}
+		require.LessOrEqual(t, s.bPool.Stat().NewConnsCount(), 2*maxConns)
+	})
 }
 
 // TestLostConnectionThenTenWarmUpdates: once B's pool has lost its
@@ -150,30 +147,25 @@ func TestShortDeadlinesKeepThePlainPoolsConnections(t *testing.T) {
 // turn.
 func TestLostConnectionThenTenWarmUpdates(t *testing.T) {
 	t.Parallel()
-	for _, cache := range []bool{true, false} {
-		t.Run(map[bool]string{true: "cache", false: "no cache"}[cache], func(t *testing.T) {
-			t.Parallel()
-			s := newDeadlineSetup(t, cache)
-			warm := s.warmCost(t)
-			s.bPool.Reset() // every connection lost
-			conns := s.bPool.Stat().NewConnsCount()
-			if _, err := s.finish(t, 500*time.Microsecond); err == nil { // on a new connection: canceled, most likely
-				t.Log("the update with a 0.5 ms deadline succeeded")
+	runDeadlineSetups(t, func(t *testing.T, s *deadlineSetup, warm time.Duration) {
+		s.bPool.Reset() // every connection lost
+		conns := s.bPool.Stat().NewConnsCount()
+		if _, err := s.finish(t, 500*time.Microsecond); err == nil { // on a new connection: canceled, most likely
+			t.Log("the update with a 0.5 ms deadline succeeded")
+		}
+		const calls = 50
+		var ok int
+		for range calls {
+			if _, err := s.finish(t, 10*warm); err == nil {
+				ok++
+			} else {
+				require.ErrorIs(t, err, context.DeadlineExceeded)
 			}
-			const calls = 50
-			var ok int
-			for range calls {
-				if _, err := s.finish(t, 10*warm); err == nil {
-					ok++
-				} else {
-					require.ErrorIs(t, err, context.DeadlineExceeded)
-				}
-			}
-			t.Logf("warm update %v; after the pool lost its connections, %d of %d updates with a deadline of %v succeeded", warm, ok, calls, 10*warm)
-			require.GreaterOrEqual(t, 5*ok, 4*calls, "fewer than 80 %% succeeded")
-			require.LessOrEqual(t, s.bPool.Stat().NewConnsCount()-conns, 2*int64(s.bPool.Config().MaxConns), "interrupted statements cost the pool its connections")
-		})
-	}
+		}
+		t.Logf("warm update %v; after the pool lost its connections, %d of %d updates with a deadline of %v succeeded", warm, ok, calls, 10*warm)
+		require.GreaterOrEqual(t, 5*ok, 4*calls, "fewer than 80 %% succeeded")
+		require.LessOrEqual(t, s.bPool.Stat().NewConnsCount()-conns, 2*int64(s.bPool.Config().MaxConns), "interrupted statements cost the pool its connections")
+	})
 }
 
 // TestCanceledWriteKeepsItsConnection: a write stuck behind a row lock when
@@ -185,18 +177,8 @@ func TestCanceledWriteKeepsItsConnection(t *testing.T) {
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
 	for _, configure := range []bool{false, true} {
-		cfg, err := pgxpool.ParseConfig(dsn)
-		require.NoError(t, err)
-		cfg.MaxConns = 1
-		if configure {
-			rs.ConfigurePool(cfg)
-		}
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		m, err := rs.NewPgManager(ctx, pool)
-		require.NoError(t, err)
-		t.Cleanup(m.Close)
+		pool := newPool(t, dsn, 1, configure)
+		m := newManager(t, pool)
 		tp := testTP(0)
 		first := segment(tp, 0, 9, map[rs.LeaderEpoch]int64{0: 0})
 		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, first))
@@ -220,7 +202,7 @@ func TestCanceledWriteKeepsItsConnection(t *testing.T) {
 		// The statement is canceled on the server, and the connection goes
 		// back to the pool: then the lock holder's commit lets nothing
 		// through, and the connection is the same.
-		eventually(t, time.Minute, "the connection is back in the pool", func() bool { return pool.Stat().AcquiredConns() == 0 })
+		testwait.Until(t, "the connection is back in the pool", func() bool { return pool.Stat().AcquiredConns() == 0 })
 		require.NoError(t, tx.Commit(ctx))
 		lock.Close()
 		segs, err := m.ListRemoteLogSegments(ctx, tp)
@@ -232,24 +214,6 @@ func TestCanceledWriteKeepsItsConnection(t *testing.T) {
 		require.Equal(t, int64(1), pool.Stat().NewConnsCount())
 		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(first, rs.CopySegmentFinished)))
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestNewPgManagerWarnsOfAPlainPool: a pool whose connections die when a
@@ -270,8 +234,8 @@ func TestNewPgManagerWarnsOfAPlainPool(t *testing.T) {
 		pool, err := c.pool()
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		var logs syncBuffer
-		m, err := rs.NewPgManager(ctx, pool, rs.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		logger, logs := logtest.New(slog.LevelInfo)
+		m, err := rs.NewPgManager(ctx, pool, rs.WithLogger(logger))
 		require.NoError(t, err)
 		m.Close()
 		require.Equal(t, c.warns, bytes.Contains([]byte(logs.String()), []byte("ConfigurePool")), "%s: %s", c.name, logs.String())
@@ -285,17 +249,8 @@ func TestNewPgManagerWarnsOfAPlainPool(t *testing.T) {
 func TestConfigurePoolWarmsNewConnections(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := pgtest.NewDatabase(t)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	rs.ConfigurePool(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	m, err := rs.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	pool := newPool(t, pgtest.NewDatabase(t), 1, true)
+	m := newManager(t, pool)
 
 	pool.Reset() // a new connection for the write
 	prepared := func() (n int) {
@@ -317,7 +272,7 @@ func TestConfigurePoolWarmsNewConnections(t *testing.T) {
 	require.Equal(t, 1, partitions, "the warm-up stored something")
 
 	// A database without the schema: the warm-up fails quietly.
-	bare := cfg.Copy()
+	bare := pool.Config()
 	bare.ConnConfig.RuntimeParams["search_path"] = "rlmm_nothing_here"
 	bare.AfterConnect = nil
 	rs.ConfigurePool(bare)

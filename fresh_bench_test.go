@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -88,31 +87,6 @@ ANALYZE bench_raw;`)
 	}
 }
 
-func freshPool(b *testing.B, dsn string, conns int) *pgxpool.Pool {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(b, err)
-	cfg.MaxConns = int32(conns)
-	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
-	require.NoError(b, err)
-	b.Cleanup(pool.Close)
-	return pool
-}
-
-// parallel runs op from clients goroutines, b.N calls in all.
-func parallel(b *testing.B, clients int, op func(ctx context.Context, rng *rand.Rand) error) {
-	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
-		for pb.Next() {
-			if err := op(b.Context(), rng); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-}
-
 const rawColumns = `topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
 event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
 added_version, finished_version, last_version, created_at, updated_at`
@@ -135,7 +109,7 @@ func scanRaw(rows pgx.Rows) (int, error) {
 
 func benchmarkFreshReads(b *testing.B, f freshDB) {
 	for _, clients := range []int{1, 8} {
-		pool := freshPool(b, f.dsn, clients)
+		pool := newPool(b, f.dsn, clients, false)
 		m, err := rs.NewPgManager(b.Context(), pool)
 		require.NoError(b, err)
 		b.Cleanup(m.Close)
@@ -212,9 +186,9 @@ func benchmarkFreshReads(b *testing.B, f freshDB) {
 // each client on its own partition, next to two raw single-row UPDATE
 // commits; WAL bytes per iteration from pg_current_wal_lsn().
 func benchmarkFreshWrites(b *testing.B, f freshDB) {
-	admin := freshPool(b, f.dsn, 1)
+	admin := newPool(b, f.dsn, 1, false)
 	for _, clients := range []int{1, 8, 32} {
-		pool := freshPool(b, f.dsn, clients)
+		pool := newPool(b, f.dsn, clients, false)
 		m, err := rs.NewPgManager(b.Context(), pool)
 		require.NoError(b, err)
 		b.Cleanup(m.Close)
@@ -253,17 +227,17 @@ func benchmarkFreshWrites(b *testing.B, f freshDB) {
 // while 8 other writers keep committing to other partitions.
 func benchmarkFreshness(b *testing.B, f freshDB) {
 	ctx := b.Context()
-	a, err := rs.NewPgManager(ctx, freshPool(b, f.dsn, 2))
+	a, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 2, false))
 	require.NoError(b, err)
 	b.Cleanup(a.Close)
-	reader, err := rs.NewPgManager(ctx, freshPool(b, f.dsn, 2), rs.WithCache())
+	reader, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 2, false), rs.WithCache())
 	require.NoError(b, err)
 	b.Cleanup(reader.Close)
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "fresh", Partition: 0}
 	require.NoError(b, reader.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
 	waitLoaded(b, reader, tp)
 
-	load, err := rs.NewPgManager(ctx, freshPool(b, f.dsn, 8))
+	load, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 8, false))
 	require.NoError(b, err)
 	b.Cleanup(load.Close)
 	loadCtx, stop := context.WithCancel(ctx)
@@ -293,22 +267,4 @@ func benchmarkFreshness(b *testing.B, f freshDB) {
 	slices.Sort(lags)
 	b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-lag-µs")
 	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lag-µs")
-}
-
-// lagUntilCached spins on reader's cache, without a round trip or a
-// CaughtUp to pull it forward, until it holds s finished, and returns how
-// long that took from the call.
-func lagUntilCached(b *testing.B, reader *rs.PgManager, s rs.RemoteLogSegmentMetadata) time.Duration {
-	committed := time.Now()
-	for {
-		got, ok, err := reader.RemoteLogSegmentMetadata(b.Context(), s.SegmentID.TopicIDPartition, 0, s.StartOffset)
-		require.NoError(b, err)
-		if ok && got.State == rs.CopySegmentFinished {
-			return time.Since(committed)
-		}
-		if time.Since(committed) > 10*time.Second {
-			b.Fatal("the write never reached the other cache")
-		}
-		runtime.Gosched()
-	}
 }

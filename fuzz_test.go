@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
 
@@ -75,7 +75,7 @@ func FuzzAddValidation(f *testing.F) {
 	f.Add(int8(0), false, false, "t", int32(0), int64(0), int64(9), []byte(nil), int32(0), []byte(nil))
 	names, fresh := fuzzManagers(f)
 	f.Fuzz(func(t *testing.T, state int8, zeroTopicID, zeroSegmentID bool, topic string, partition int32, start, end int64, epochBlob []byte, size int32, meta []byte) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 		defer cancel()
 		tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: topic, Partition: partition}
 		if zeroTopicID {
@@ -136,7 +136,7 @@ func FuzzLookups(f *testing.F) {
 	f.Add([]byte{200, 255, 0xff, 1, 250, 255, 0xff, 1, 0, 255, 0x0f, 2})
 	names, fresh := fuzzManagers(f)
 	f.Fuzz(func(t *testing.T, blob []byte) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 		defer cancel()
 		tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "fuzz", Partition: 0}
 		managers := fresh()

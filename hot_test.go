@@ -2,13 +2,13 @@ package remotestorage_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // Every write bumps its partition's row. Those updates must be HOT (no new
@@ -30,11 +30,9 @@ func TestPartitionRowUpdatesAreHOT(t *testing.T) {
 	m.Close()
 	pool.Close() // the backends flush their statistics as they exit
 
-	admin, err := pgxpool.New(t.Context(), dsn)
-	require.NoError(t, err)
-	defer admin.Close()
+	admin := newPool(t, dsn, 0, false)
 	var updates, hot int64
-	eventually(t, 20*time.Second, "the writers' statistics reach pg_stat_user_tables", func() bool {
+	testwait.Until(t, "the writers' statistics reach pg_stat_user_tables", func() bool {
 		require.NoError(t, admin.QueryRow(t.Context(),
 			"SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'rlmm_partitions'").Scan(&updates, &hot))
 		return updates >= 2*segments-1

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"iter"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // streamingManager is a manager with its streams at a chosen page size.
@@ -45,10 +45,10 @@ func streamingManagers(t *testing.T) map[string]streamingManager {
 		"postgres": {pg, pg.remoteLogSegments, pg.remoteLogSegmentsByEpoch, nothing},
 		"postgres-cache": {cached, cached.remoteLogSegments, cached.remoteLogSegmentsByEpoch, func(t *testing.T, tp TopicIDPartition) {
 			require.NoError(t, cached.OnPartitionLeadershipChanges(t.Context(), []TopicIDPartition{tp}, nil))
-			require.Eventually(t, func() bool {
+			testwait.Until(t, "the cache loaded "+tp.String(), func() bool {
 				ok, err := cached.CaughtUp(t.Context(), tp)
 				return err == nil && ok
-			}, 10*time.Second, 5*time.Millisecond, "the cache never loaded %s", tp)
+			})
 		}},
 	}
 }
@@ -120,38 +120,45 @@ func fillIterPartition(t *testing.T, m RemoteLogMetadataManager, tp TopicIDParti
 	return []LeaderEpoch{0, 1, 2, 3, 4, 99}
 }
 
+// runFilledStreams runs test on each streaming manager, in a subtest named
+// after it, on partition tp filled by fillIterPartition with epochs.
+func runFilledStreams(t *testing.T, test func(t *testing.T, name string, m streamingManager, tp TopicIDPartition, epochs []LeaderEpoch)) {
+	for name, m := range streamingManagers(t) {
+		t.Run(name, func(t *testing.T) {
+			tp := iterTestTP(0)
+			m.consume(t, tp)
+			test(t, name, m, tp, fillIterPartition(t, m, tp))
+		})
+	}
+}
+
 // TestSegmentStreamsMatchLists walks both streams of both managers at several
 // page sizes and compares them with the slice lists.
 func TestSegmentStreamsMatchLists(t *testing.T) {
 	t.Parallel()
-	for name, m := range streamingManagers(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			tp := iterTestTP(0)
-			m.consume(t, tp)
-			epochs := fillIterPartition(t, m, tp)
-			for _, pageSize := range []int{1, 2, 3, 7, listPageSize} {
-				list, err := m.ListRemoteLogSegments(ctx, tp)
+	runFilledStreams(t, func(t *testing.T, name string, m streamingManager, tp TopicIDPartition, epochs []LeaderEpoch) {
+		ctx := t.Context()
+		for _, pageSize := range []int{1, 2, 3, 7, listPageSize} {
+			list, err := m.ListRemoteLogSegments(ctx, tp)
+			require.NoError(t, err)
+			require.Len(t, list, 30) // 40 added, 10 forgotten
+			requireSameList(t, list, collect(t, m.all(ctx, tp, pageSize)), "page size %d", pageSize)
+			for _, epoch := range epochs {
+				list, err := m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch)
 				require.NoError(t, err)
-				require.Len(t, list, 30) // 40 added, 10 forgotten
-				requireSameList(t, list, collect(t, m.all(ctx, tp, pageSize)), "page size %d", pageSize)
-				for _, epoch := range epochs {
-					list, err := m.ListRemoteLogSegmentsByEpoch(ctx, tp, epoch)
-					require.NoError(t, err)
-					requireSameList(t, list, collect(t, m.byEpoch(ctx, tp, epoch, pageSize)), "epoch %d, page size %d", epoch, pageSize)
-				}
+				requireSameList(t, list, collect(t, m.byEpoch(ctx, tp, epoch, pageSize)), "epoch %d, page size %d", epoch, pageSize)
 			}
-			// An unknown partition streams nothing, and so does a deleted one.
-			unknown := iterTestTP(1)
-			m.consume(t, unknown)
-			require.Empty(t, collect(t, m.all(ctx, unknown, 2)))
-			for _, state := range []RemotePartitionDeleteState{DeletePartitionMarked, DeletePartitionStarted, DeletePartitionFinished} {
-				require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: state}))
-			}
-			require.Empty(t, collect(t, m.all(ctx, tp, 2)))
-			require.Empty(t, collect(t, m.byEpoch(ctx, tp, 1, 2)))
-		})
-	}
+		}
+		// An unknown partition streams nothing, and so does a deleted one.
+		unknown := iterTestTP(1)
+		m.consume(t, unknown)
+		require.Empty(t, collect(t, m.all(ctx, unknown, 2)))
+		for _, state := range []RemotePartitionDeleteState{DeletePartitionMarked, DeletePartitionStarted, DeletePartitionFinished} {
+			require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: state}))
+		}
+		require.Empty(t, collect(t, m.all(ctx, tp, 2)))
+		require.Empty(t, collect(t, m.byEpoch(ctx, tp, 1, 2)))
+	})
 }
 
 // TestSegmentStreamsEarlyBreak stops a walk midway: the stream yields the
@@ -159,119 +166,104 @@ func TestSegmentStreamsMatchLists(t *testing.T) {
 // connection is held across yields).
 func TestSegmentStreamsEarlyBreak(t *testing.T) {
 	t.Parallel()
-	for name, m := range streamingManagers(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			tp := iterTestTP(0)
-			m.consume(t, tp)
-			fillIterPartition(t, m, tp)
-			list, err := m.ListRemoteLogSegments(ctx, tp)
-			require.NoError(t, err)
-			var added int64
-			for _, stop := range []int{1, 4, 5, 29} {
-				var got []RemoteLogSegmentMetadata
-				for s, err := range m.all(ctx, tp, 4) {
-					require.NoError(t, err)
-					// A write from inside the loop must not deadlock. It
-					// adds after every listed segment, so the prefix holds.
-					added++
-					require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, RemoteLogSegmentMetadata{
-						SegmentID:   RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
-						StartOffset: 50_000 + added, EndOffset: 50_000 + added, State: CopySegmentStarted,
-						SegmentLeaderEpochs: map[LeaderEpoch]int64{9: 50_000 + added},
-					}))
-					got = append(got, s)
-					if len(got) == stop {
-						break
-					}
+	runFilledStreams(t, func(t *testing.T, name string, m streamingManager, tp TopicIDPartition, epochs []LeaderEpoch) {
+		ctx := t.Context()
+		list, err := m.ListRemoteLogSegments(ctx, tp)
+		require.NoError(t, err)
+		var added int64
+		for _, stop := range []int{1, 4, 5, 29} {
+			var got []RemoteLogSegmentMetadata
+			for s, err := range m.all(ctx, tp, 4) {
+				require.NoError(t, err)
+				// A write from inside the loop must not deadlock. It
+				// adds after every listed segment, so the prefix holds.
+				added++
+				require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, RemoteLogSegmentMetadata{
+					SegmentID:   RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
+					StartOffset: 50_000 + added, EndOffset: 50_000 + added, State: CopySegmentStarted,
+					SegmentLeaderEpochs: map[LeaderEpoch]int64{9: 50_000 + added},
+				}))
+				got = append(got, s)
+				if len(got) == stop {
+					break
 				}
-				require.Equal(t, list[:stop], got)
 			}
-			if pg, ok := m.RemoteLogMetadataManager.(*PgManager); ok && pg.cache == nil {
-				require.Zero(t, pg.pool.Stat().AcquiredConns(), "a broken-off stream holds a connection")
-			}
-		})
-	}
+			require.Equal(t, list[:stop], got)
+		}
+		if pg, ok := m.RemoteLogMetadataManager.(*PgManager); ok && pg.cache == nil {
+			require.Zero(t, pg.pool.Stat().AcquiredConns(), "a broken-off stream holds a connection")
+		}
+	})
 }
 
 // TestSegmentStreamsContextCancel cancels the context midway and before the
 // start: the stream then yields one error matching context.Canceled and stops.
 func TestSegmentStreamsContextCancel(t *testing.T) {
 	t.Parallel()
-	for name, m := range streamingManagers(t) {
-		t.Run(name, func(t *testing.T) {
-			tp := iterTestTP(0)
-			m.consume(t, tp)
-			fillIterPartition(t, m, tp)
-			for _, cancelAfter := range []int{0, 1, 3, 4} {
-				ctx, cancel := context.WithCancel(t.Context())
-				if cancelAfter == 0 {
+	runFilledStreams(t, func(t *testing.T, name string, m streamingManager, tp TopicIDPartition, epochs []LeaderEpoch) {
+		for _, cancelAfter := range []int{0, 1, 3, 4} {
+			ctx, cancel := context.WithCancel(t.Context())
+			if cancelAfter == 0 {
+				cancel()
+			}
+			var items, errs int
+			var lastErr error
+			for _, err := range m.all(ctx, tp, 3) {
+				if err != nil {
+					errs++
+					lastErr = err
+					continue // a stream must stop after its error
+				}
+				items++
+				if items == cancelAfter {
 					cancel()
 				}
-				var items, errs int
-				var lastErr error
-				for _, err := range m.all(ctx, tp, 3) {
-					if err != nil {
-						errs++
-						lastErr = err
-						continue // a stream must stop after its error
-					}
-					items++
-					if items == cancelAfter {
-						cancel()
-					}
-				}
-				cancel()
-				require.Equal(t, cancelAfter, items)
-				require.Equal(t, 1, errs)
-				require.ErrorIs(t, lastErr, context.Canceled)
-				if name != "memory" {
-					require.ErrorIs(t, lastErr, ErrIO)
-				}
 			}
-		})
-	}
+			cancel()
+			require.Equal(t, cancelAfter, items)
+			require.Equal(t, 1, errs)
+			require.ErrorIs(t, lastErr, context.Canceled)
+			if name != "memory" {
+				require.ErrorIs(t, lastErr, ErrIO)
+			}
+		}
+	})
 }
 
 // TestSegmentStreamsConcurrentAdds adds segments while a walk is under way:
 // every segment visible throughout is yielded exactly once, in list order.
 func TestSegmentStreamsConcurrentAdds(t *testing.T) {
 	t.Parallel()
-	for name, m := range streamingManagers(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			tp := iterTestTP(0)
-			m.consume(t, tp)
-			fillIterPartition(t, m, tp)
-			before, err := m.ListRemoteLogSegments(ctx, tp)
+	runFilledStreams(t, func(t *testing.T, name string, m streamingManager, tp TopicIDPartition, epochs []LeaderEpoch) {
+		ctx := t.Context()
+		before, err := m.ListRemoteLogSegments(ctx, tp)
+		require.NoError(t, err)
+		seen := map[uuid.UUID]int{}
+		var last RemoteLogSegmentMetadata
+		for s, err := range m.all(ctx, tp, 2) {
 			require.NoError(t, err)
-			seen := map[uuid.UUID]int{}
-			var last RemoteLogSegmentMetadata
-			for s, err := range m.all(ctx, tp, 2) {
-				require.NoError(t, err)
-				seen[s.SegmentID.ID]++
-				require.GreaterOrEqual(t, s.StartOffset, last.StartOffset)
-				last = s
-				if len(seen) > 10 {
-					continue
-				}
-				// A segment that sorts before the cursor and one after it.
-				for _, start := range []int64{0, 10_000 + int64(len(seen))} {
-					require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, RemoteLogSegmentMetadata{
-						SegmentID:   RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
-						StartOffset: start, EndOffset: start + 5, State: CopySegmentStarted,
-						SegmentLeaderEpochs: map[LeaderEpoch]int64{9: start},
-					}))
-				}
+			seen[s.SegmentID.ID]++
+			require.GreaterOrEqual(t, s.StartOffset, last.StartOffset)
+			last = s
+			if len(seen) > 10 {
+				continue
 			}
-			for _, s := range before {
-				require.Equal(t, 1, seen[s.SegmentID.ID], "segment at %d", s.StartOffset)
+			// A segment that sorts before the cursor and one after it.
+			for _, start := range []int64{0, 10_000 + int64(len(seen))} {
+				require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, RemoteLogSegmentMetadata{
+					SegmentID:   RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
+					StartOffset: start, EndOffset: start + 5, State: CopySegmentStarted,
+					SegmentLeaderEpochs: map[LeaderEpoch]int64{9: start},
+				}))
 			}
-			for id, n := range seen {
-				require.Equal(t, 1, n, "segment %s yielded %d times", id, n)
-			}
-		})
-	}
+		}
+		for _, s := range before {
+			require.Equal(t, 1, seen[s.SegmentID.ID], "segment at %d", s.StartOffset)
+		}
+		for id, n := range seen {
+			require.Equal(t, 1, n, "segment %s yielded %d times", id, n)
+		}
+	})
 }
 
 // TestSegmentStreamsStoreFailure closes the pool under a PgManager: the

@@ -21,11 +21,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -206,9 +206,7 @@ func TestMigrationsUnderLiveBrokers(t *testing.T) {
 func runLiveStep(t *testing.T, step liveStep, bin string) {
 	ctx := t.Context()
 	dsn := pgtest.NewEmptyDatabase(t)
-	admin, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(admin.Close)
+	admin := newPool(t, dsn, 0, false)
 	require.NoError(t, rs.MigrateTo(ctx, admin, step.oldSchema))
 
 	cmd := exec.Command(bin, "-dsn", dsn, "-brokers", "3")
@@ -259,7 +257,8 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 	}()
 	waitRounds := func(n int64, what string) {
 		t.Helper()
-		timeout := time.After(2 * time.Minute)
+		wait := testwait.Timeout(t)
+		timeout := time.After(wait)
 		for {
 			lmu.Lock()
 			r, failed := rounds, len(failures)
@@ -272,7 +271,7 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 			case <-done:
 				t.Fatalf("the old brokers stopped before %s: %s", what, stderr.String())
 			case <-timeout:
-				t.Fatalf("the old brokers did not reach %d rounds (%s) within 2 minutes; %d so far", n, what, r)
+				t.Fatalf("the old brokers did not reach %d rounds (%s) within %v; %d so far", n, what, wait, r)
 			}
 		}
 	}

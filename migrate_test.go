@@ -1,7 +1,6 @@
 package remotestorage_test
 
 import (
-	"io/fs"
 	"sync"
 	"testing"
 
@@ -9,17 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/migrations"
 )
-
-func emptyPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(t.Context(), pgtest.NewEmptyDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
-}
 
 // Brokers migrating the same empty database at once serialise on the
 // advisory lock: every call succeeds, each migration applies once, and a
@@ -37,15 +27,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, rs.Migrate(t.Context(), pool))
-	var applied, latest int64
-	require.NoError(t, pool.QueryRow(t.Context(),
-		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
-	require.Equal(t, rs.SchemaVersion, latest)
-	files, err := fs.Glob(migrations.FS(), "*.sql")
-	require.NoError(t, err)
-	require.EqualValues(t, len(files), applied, "each migration applied exactly once (numbers may have gaps while branches merge)")
-	_, err = rs.NewPgManager(t.Context(), pool)
-	require.NoError(t, err)
+	requireMigratedOnce(t, pool)
 }
 
 // NewPgManager refuses a database that is not at the schema version the code

@@ -49,9 +49,7 @@ func TestMultipleClustersInOneDatabase(t *testing.T) {
 	require.NoError(t, err)
 
 	open := func(dsn string) *pgxpool.Pool {
-		pool, err := pgxpool.New(ctx, dsn)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
+		pool := newPool(t, dsn, 0, false)
 		return pool
 	}
 	// The two spellings pgx honours: its own run-time parameter, and

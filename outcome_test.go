@@ -20,6 +20,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 func TestOutcomeUnknownClassifiesCauses(t *testing.T) {
@@ -112,10 +113,10 @@ func TestOutcomeUnknownOnRealFailures(t *testing.T) {
 	}
 	require.Contains(t, err.Error(), "not connecting")
 	configuredDials.Store(false)
-	require.Eventually(t, func() bool {
+	testwait.Until(t, "the backoff ends", func() bool {
 		_, err := configured.CaughtUp(ctx, tp)
 		return err == nil
-	}, 5*time.Second, 5*time.Millisecond, "the backoff ends")
+	})
 
 	// The only connection is taken: the deadline passes in the queue.
 	held, err := plainPool.Acquire(ctx)
@@ -154,7 +155,7 @@ func TestOutcomeUnknownOnRealFailures(t *testing.T) {
 	admin, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer admin.Close(context.Background())
-	require.Eventually(t, func() bool {
+	testwait.Until(t, "the statement waiting on the lock is terminated", func() bool {
 		select {
 		case err = <-done:
 			return true
@@ -164,7 +165,7 @@ func TestOutcomeUnknownOnRealFailures(t *testing.T) {
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> $1`, holder.PgConn().PID())
 		require.NoError(t, termErr)
 		return false
-	}, 10*time.Second, 5*time.Millisecond)
+	})
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, pgerrcode.AdminShutdown, pgErr.Code)
 	require.True(t, rs.OutcomeUnknown(err), "%v", err)

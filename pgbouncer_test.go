@@ -8,7 +8,6 @@ package remotestorage_test
 
 import (
 	"errors"
-	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
@@ -24,17 +23,8 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
-	"github.com/krabka/remotestorage/migrations"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
-
-// listenerOption gives the cache's listener a session connection straight
-// to the server.
-func listenerOption(t testing.TB, direct string) rs.Option {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(direct)
-	require.NoError(t, err)
-	return rs.WithListenerConnConfig(cfg)
-}
 
 // bouncerBrokers is a brokersFunc through PgBouncer.
 func bouncerBrokers(t *testing.T, n int) ([]*rs.PgManager, *pgxpool.Pool) {
@@ -99,7 +89,7 @@ func TestPgBouncerCacheListenerThroughPoolerWarns(t *testing.T) {
 	logger, logs := logtest.New(slog.LevelWarn)
 	a := newCachedManager(t, pooled)
 	b := newCachedManager(t, pooled, rs.WithLogger(logger))
-	eventually(t, 15*time.Second, "the listener warns that it hears nothing", func() bool {
+	testwait.Until(t, "the listener warns that it hears nothing", func() bool {
 		return strings.Contains(logs.String(), "WithListenerConnConfig")
 	})
 	require.Contains(t, logs.String(), "transaction pooler")
@@ -209,13 +199,5 @@ func TestPgBouncerMigrateConcurrent(t *testing.T) {
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	var applied, latest int64
-	require.NoError(t, pool.QueryRow(t.Context(),
-		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
-	require.Equal(t, rs.SchemaVersion, latest)
-	files, err := fs.Glob(migrations.FS(), "*.sql")
-	require.NoError(t, err)
-	require.EqualValues(t, len(files), applied, "each migration applied exactly once (numbers may have gaps)")
-	_, err = rs.NewPgManager(t.Context(), pool)
-	require.NoError(t, err)
+	requireMigratedOnce(t, pool)
 }

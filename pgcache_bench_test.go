@@ -3,9 +3,7 @@ package remotestorage_test
 import (
 	"context"
 	"runtime"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,6 +12,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // The cache's figures (docs/BENCHMARKS.md, "Cache and replica"):
@@ -43,14 +42,6 @@ FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND $3::text <> '' AND
 	}
 }
 
-func benchPool(b *testing.B, dsn string) *pgxpool.Pool {
-	b.Helper()
-	pool, err := pgxpool.New(b.Context(), dsn)
-	require.NoError(b, err)
-	b.Cleanup(pool.Close)
-	return pool
-}
-
 // BenchmarkCacheLoad10k loads a 10k-segment partition into the cache, and
 // reports the heap the cached partition holds per segment.
 func BenchmarkCacheLoad10k(b *testing.B) {
@@ -69,12 +60,10 @@ func BenchmarkCacheLoad10k(b *testing.B) {
 		require.NoError(b, err)
 		b.StartTimer()
 		require.NoError(b, m.OnPartitionLeadershipChanges(b.Context(), []rs.TopicIDPartition{tp}, nil))
-		for {
-			if _, err := m.CaughtUp(b.Context(), tp); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
+		testwait.Until(b, "the partition loaded", func() bool {
+			_, err := m.CaughtUp(b.Context(), tp)
+			return err == nil
+		})
 		b.StopTimer()
 		// Build the query index too: it is part of what a cached partition holds.
 		_, _, err = m.RemoteLogSegmentMetadata(b.Context(), tp, 5, 50_000)
@@ -162,28 +151,4 @@ func BenchmarkCacheCommitToCaughtUp(b *testing.B) {
 	require.NoError(b, m.OnPartitionLeadershipChanges(b.Context(), []rs.TopicIDPartition{tp}, nil))
 	waitLoaded(b, m, tp)
 	measureCommitToCaughtUp(b, a, m, tp)
-}
-
-// measureCommitToCaughtUp adds a segment through writer per iteration and
-// reports the time until reader's CaughtUp says true (p50 and p99).
-func measureCommitToCaughtUp(b *testing.B, writer, reader rs.RemoteLogMetadataManager, tp rs.TopicIDPartition) {
-	var lags []time.Duration
-	i := int64(0)
-	for b.Loop() {
-		s := segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
-		i++
-		require.NoError(b, writer.AddRemoteLogSegmentMetadata(b.Context(), s))
-		committed := time.Now()
-		for {
-			ok, err := reader.CaughtUp(b.Context(), tp)
-			require.NoError(b, err)
-			if ok {
-				break
-			}
-		}
-		lags = append(lags, time.Since(committed))
-	}
-	slices.Sort(lags)
-	b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-lag-µs")
-	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lag-µs")
 }

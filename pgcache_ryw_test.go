@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // The cache's read-your-own-writes promise (API.md: "A write through this
@@ -103,9 +103,7 @@ func TestCacheReadYourWritesRandomized(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 
 	dsn := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := newPool(t, dsn, 0, false)
 	truth, err := rs.NewPgManager(ctx, pool) // reads the primary
 	require.NoError(t, err)
 	t.Cleanup(truth.Close)
@@ -133,7 +131,7 @@ func TestCacheReadYourWritesRandomized(t *testing.T) {
 	// any machine, so that there are successes to check.
 	deadline := func() (context.Context, context.CancelFunc) {
 		if rng.IntN(4) == 0 {
-			return context.WithTimeout(ctx, time.Minute)
+			return context.WithTimeout(ctx, testwait.Timeout(t))
 		}
 		return context.WithTimeout(ctx, time.Duration(500+rng.IntN(12_000))*time.Microsecond)
 	}

@@ -8,159 +8,20 @@ import (
 	"math/rand/v2"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
-	"github.com/krabka/remotestorage/internal/testsignal"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// newCachedManager returns a manager WithCache over its own pool on dsn.
-func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
-	t.Helper()
-	pool, err := pgxpool.New(t.Context(), dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	m, err := rs.NewPgManager(t.Context(), pool, append(opts, rs.WithCache())...)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	return m
-}
-
-// caughtUp returns m's cache's CaughtUp signal, initialised: a test checks
-// the state it waits for, then waits for the next catch-up while it does
-// not hold (WaitUntil).
-func caughtUp(m *rs.PgManager) *testsignal.Signal[rs.TopicIDPartition] {
-	signals := m.TestSignals()
-	signals.Init()
-	return &signals.CaughtUp
-}
-
-// waitLoaded waits until the cached partition tp has loaded.
-func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
-	t.Helper()
-	caughtUp(m).WaitUntil(t, "partition loaded", func() bool {
-		_, err := m.CaughtUp(context.Background(), tp)
-		return !errors.Is(err, rs.ErrNotReady)
-	})
-}
-
-// waitCaughtUp waits until m says it is caught up on tp. A partition still
-// loading (ErrNotReady, as on a busy machine right after it was taken on, or
-// while it reloads) is not caught up yet. Without a cache (a manager
-// reading a replica) there is no event to wait for, and it polls.
-func waitCaughtUp(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
-	t.Helper()
-	what := "caught up on " + tp.String()
-	cond := func() bool {
-		ok, err := m.CaughtUp(context.Background(), tp)
-		if errors.Is(err, rs.ErrNotReady) {
-			return false
-		}
-		require.NoError(t, err)
-		return ok
-	}
-	if !m.Cached() {
-		eventually(t, 10*time.Second, what, cond)
-		return
-	}
-	caughtUp(m).WaitUntil(t, what, cond)
-}
-
-// consumingManager makes a cached PgManager consume every partition the
-// conformance suite touches, before the call, so the suite runs against the
-// cache.
-type consumingManager struct {
-	*rs.PgManager
-	t    *testing.T
-	mu   sync.Mutex
-	seen map[[20]byte]bool
-}
-
-func (c *consumingManager) consume(tp rs.TopicIDPartition) {
-	var key [20]byte
-	copy(key[:], tp.TopicID[:])
-	key[16], key[17], key[18], key[19] = byte(tp.Partition>>24), byte(tp.Partition>>16), byte(tp.Partition>>8), byte(tp.Partition)
-	c.mu.Lock()
-	fresh := !c.seen[key]
-	c.seen[key] = true
-	c.mu.Unlock()
-	if fresh {
-		require.NoError(c.t, c.OnPartitionLeadershipChanges(context.Background(), []rs.TopicIDPartition{tp}, nil))
-		waitLoaded(c.t, c.PgManager, tp)
-	}
-}
-
-func (c *consumingManager) AddRemoteLogSegmentMetadata(ctx context.Context, m rs.RemoteLogSegmentMetadata) error {
-	c.consume(m.SegmentID.TopicIDPartition)
-	return c.PgManager.AddRemoteLogSegmentMetadata(ctx, m)
-}
-func (c *consumingManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u rs.RemoteLogSegmentMetadataUpdate) error {
-	c.consume(u.SegmentID.TopicIDPartition)
-	return c.PgManager.UpdateRemoteLogSegmentMetadata(ctx, u)
-}
-func (c *consumingManager) RemoteLogSegmentMetadata(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
-	return c.PgManager.RemoteLogSegmentMetadata(ctx, tp, e, o)
-}
-func (c *consumingManager) HighestOffsetForEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
-	c.consume(tp)
-	return c.PgManager.HighestOffsetForEpoch(ctx, tp, e)
-}
-func (c *consumingManager) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) ([]rs.RemoteLogSegmentMetadata, error) {
-	c.consume(tp)
-	return c.PgManager.ListRemoteLogSegments(ctx, tp)
-}
-func (c *consumingManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) ([]rs.RemoteLogSegmentMetadata, error) {
-	c.consume(tp)
-	return c.PgManager.ListRemoteLogSegmentsByEpoch(ctx, tp, e)
-}
-func (c *consumingManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d rs.RemotePartitionDeleteMetadata) error {
-	c.consume(d.TopicIDPartition)
-	return c.PgManager.PutRemotePartitionDeleteMetadata(ctx, d)
-}
-func (c *consumingManager) CaughtUp(ctx context.Context, tp rs.TopicIDPartition) (bool, error) {
-	c.consume(tp)
-	return c.PgManager.CaughtUp(ctx, tp)
-}
-func (c *consumingManager) RemoteLogSize(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, error) {
-	c.consume(tp)
-	return c.PgManager.RemoteLogSize(ctx, tp, e)
-}
-func (c *consumingManager) NextSegmentWithTxnIndex(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
-	return c.PgManager.NextSegmentWithTxnIndex(ctx, tp, e, o)
-}
-func (c *consumingManager) FirstSegmentForTimestamp(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, ts, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
-	return c.PgManager.FirstSegmentForTimestamp(ctx, tp, e, ts, o)
-}
-func (c *consumingManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
-	c.consume(tp)
-	return c.PgManager.EpochEndOffset(ctx, tp, e)
-}
 
 // A write through a cached manager is in its own cache before the call
 // returns, and queries on a loaded partition make no round trip; CaughtUp
@@ -218,9 +79,7 @@ func TestCacheCrossBroker(t *testing.T) {
 
 func testCacheCrossBroker(t *testing.T, dsn string, opts ...rs.Option) {
 	ctx := t.Context()
-	poolA, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(poolA.Close)
+	poolA := newPool(t, dsn, 0, false)
 	a, err := rs.NewPgManager(ctx, poolA)
 	require.NoError(t, err)
 	b := newCachedManager(t, dsn, opts...)
@@ -273,54 +132,6 @@ func testCacheCrossBroker(t *testing.T, dsn string, opts ...rs.Option) {
 			requireSameAnswers(t, fmt.Sprintf("step %d seed %d", step, seed), model, b, tp)
 		}
 	}
-}
-
-// requireSameAnswers compares every query of got with want on tp.
-func requireSameAnswers(t *testing.T, where string, want, got rs.Manager, tp rs.TopicIDPartition) {
-	t.Helper()
-	ctx := context.Background()
-	wantList, err := want.ListRemoteLogSegments(ctx, tp)
-	require.NoError(t, err)
-	gotList, err := got.ListRemoteLogSegments(ctx, tp)
-	require.NoError(t, err)
-	require.Equal(t, ids(wantList), ids(gotList), "%s: list", where)
-	for e := rs.LeaderEpoch(0); e < 4; e++ {
-		wantHighest, wantOK, _ := want.HighestOffsetForEpoch(ctx, tp, e)
-		gotHighest, gotOK, err := got.HighestOffsetForEpoch(ctx, tp, e)
-		require.NoError(t, err)
-		require.Equal(t, wantOK, gotOK, "%s: highest of epoch %d", where, e)
-		require.Equal(t, wantHighest, gotHighest, "%s: highest of epoch %d", where, e)
-		for o := int64(0); o < 350; o += 7 {
-			wantSeg, wantOK, _ := want.RemoteLogSegmentMetadata(ctx, tp, e, o)
-			gotSeg, gotOK, err := got.RemoteLogSegmentMetadata(ctx, tp, e, o)
-			require.NoError(t, err)
-			require.Equal(t, wantOK, gotOK, "%s: lookup epoch %d offset %d", where, e, o)
-			require.Equal(t, wantSeg.SegmentID, gotSeg.SegmentID, "%s: lookup epoch %d offset %d", where, e, o)
-			require.Equal(t, wantSeg.State, gotSeg.State, "%s: lookup epoch %d offset %d", where, e, o)
-			require.Equal(t, string(wantSeg.CustomMetadata), string(gotSeg.CustomMetadata), "%s: lookup epoch %d offset %d", where, e, o)
-		}
-		wantNext, _, _ := want.NextSegmentWithTxnIndex(ctx, tp, e, 0)
-		gotNext, _, err := got.NextSegmentWithTxnIndex(ctx, tp, e, 0)
-		require.NoError(t, err)
-		require.Equal(t, wantNext.SegmentID, gotNext.SegmentID, "%s: next with txn index, epoch %d", where, e)
-	}
-}
-
-func ids(list []rs.RemoteLogSegmentMetadata) []string {
-	out := make([]string, len(list))
-	for i, s := range list {
-		out[i] = s.SegmentID.ID.String() + "/" + s.State.String()
-	}
-	return out
-}
-
-// writeFinished adds and finishes a segment through m.
-func writeFinished(t *testing.T, m rs.RemoteLogMetadataManager, tp rs.TopicIDPartition, start, end int64) rs.RemoteLogSegmentMetadata {
-	t.Helper()
-	s := segment(tp, start, end, map[rs.LeaderEpoch]int64{0: start})
-	require.NoError(t, m.AddRemoteLogSegmentMetadata(t.Context(), s))
-	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(t.Context(), update(s, rs.CopySegmentFinished)))
-	return s
 }
 
 // A lost notification never leaves the cache stale for good: CaughtUp
@@ -380,9 +191,7 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	admin, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(admin.Close)
+	admin := newPool(t, dsn, 0, false)
 	a := newCachedManager(t, dsn)
 	b := newCachedManager(t, dsn)
 	tp := testTP(0)
@@ -397,7 +206,7 @@ func TestCacheListenerConnectionDropped(t *testing.T) {
 	signals.Listening.WaitUntil(t, "b's listener listens", b.Listening)
 	connections := b.ListenerConnections()
 	var killed int
-	eventually(t, 10*time.Second, "the listener's backend is killed", func() bool {
+	testwait.Until(t, "the listener's backend is killed", func() bool {
 		require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND query = 'LISTEN rlmm_changes' AND pid <> pg_backend_pid()`).Scan(&killed))
 		return killed > 0
@@ -458,7 +267,7 @@ func TestCacheListenerLogsStateChanges(t *testing.T) {
 		}
 		return warnings, infos
 	}
-	eventually(t, 10*time.Second, "four failed attempts", func() bool { return attempts.Load() >= 4 })
+	testwait.Until(t, "four failed attempts", func() bool { return attempts.Load() >= 4 })
 	warnings, infos := listenerRecords()
 	require.Equal(t, 1, warnings, "one warning for the outage")
 	require.Zero(t, infos)
@@ -467,7 +276,7 @@ func TestCacheListenerLogsStateChanges(t *testing.T) {
 	signals.Init()
 	refuse.Store(false)
 	signals.Listening.WaitOrTimeout(t)
-	eventually(t, 5*time.Second, "the recovery logged", func() bool { _, infos := listenerRecords(); return infos == 1 })
+	testwait.Until(t, "the recovery logged", func() bool { _, infos := listenerRecords(); return infos == 1 })
 	warnings, _ = listenerRecords()
 	require.Equal(t, 1, warnings)
 }

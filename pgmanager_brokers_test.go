@@ -23,35 +23,6 @@ func brokers(t *testing.T, n int) ([]*rs.PgManager, *pgxpool.Pool) {
 	return brokersOn(t, pgtest.NewDatabase(t), n)
 }
 
-// brokersOn is a brokersFunc on dsn.
-func brokersOn(t *testing.T, dsn string, n int) ([]*rs.PgManager, *pgxpool.Pool) {
-	t.Helper()
-	var managers []*rs.PgManager
-	var admin *pgxpool.Pool
-	for i := 0; i <= n; i++ {
-		pool, err := pgxpool.New(t.Context(), dsn)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		if i == n {
-			admin = pool
-			break
-		}
-		m, err := rs.NewPgManager(t.Context(), pool)
-		require.NoError(t, err)
-		t.Cleanup(m.Close)
-		managers = append(managers, m)
-	}
-	return managers, admin
-}
-
-func partitionVersion(t *testing.T, admin *pgxpool.Pool, tp rs.TopicIDPartition) int64 {
-	t.Helper()
-	var v int64
-	require.NoError(t, admin.QueryRow(t.Context(),
-		"SELECT version FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2", tp.TopicID, tp.Partition).Scan(&v))
-	return v
-}
-
 // Eight brokers add segments to one partition at once: every add lands, in
 // an order every list agrees on, and each bumped the version exactly once.
 func TestBrokersConcurrentAdds(t *testing.T) {

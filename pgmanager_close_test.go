@@ -8,6 +8,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // Close may be called more than once, whether or not the manager ever
@@ -40,7 +41,7 @@ func TestPgManagerCloseTwice(t *testing.T) {
 		}()
 		select {
 		case <-closed:
-		case <-time.After(30 * time.Second): // only keeps a hang from blocking the suite
+		case <-time.After(testwait.Timeout(t)): // only keeps a hang from blocking the suite
 			t.Fatalf("%s: a second Close did not return", tc.name)
 		}
 	}

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // When two writers race, the loser's refusal names the state the winner
@@ -23,12 +22,8 @@ func TestRefusalNamesTheStateAfterTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	m, err := rs.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	pool := newPool(t, dsn, 0, false)
+	m := newManager(t, pool)
 	tp := testTP(0)
 	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
@@ -48,21 +43,17 @@ UPDATE rlmm_segment_epochs SET state = 2, last_version = (SELECT version FROM p)
 	// T2 starts while T1 holds the lock; wait until it is blocked on it.
 	done := make(chan error, 1)
 	go func() { done <- m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SegmentUpdate%'`).Scan(&waiting))
-		if waiting > 0 {
-			break
-		}
-		require.Falsef(t, time.Now().After(deadline), "T2 never waited on the partition lock")
+	testwait.Until(t, "T2 to wait on the partition lock", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("T2 returned before T1 committed: %v", err)
-		case <-time.After(5 * time.Millisecond):
+		default:
 		}
-	}
+		var waiting int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SegmentUpdate%'`).Scan(&waiting))
+		return waiting > 0
+	})
 	require.NoError(t, t1.Commit(ctx))
 
 	err = <-done

@@ -2,104 +2,19 @@ package remotestorage_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
-
-// statementCounter counts the statements a pool sends: each query, batch,
-// prepare or copy is at least one round trip.
-type statementCounter struct {
-	n    atomic.Int64
-	mu   sync.Mutex
-	last []recordedQuery
-}
-
-type recordedQuery struct {
-	sql  string
-	args []any
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	c.mu.Lock()
-	c.last = append(c.last, recordedQuery{sql: data.SQL, args: data.Args})
-	c.mu.Unlock()
-	return ctx
-}
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-func (c *statementCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *statementCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
-func (c *statementCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *statementCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
-
-// take returns the statements counted since the last take, and their text.
-func (c *statementCounter) take() (int64, []recordedQuery) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	last := c.last
-	c.last = nil
-	return c.n.Swap(0), last
-}
-
-// newCountingPool opens a one-connection pool on dsn that counts statements.
-func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *statementCounter) {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(t, err)
-	counter := &statementCounter{}
-	cfg.ConnConfig.Tracer = counter
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool, counter
-}
-
-func testTP(partition int32) rs.TopicIDPartition {
-	return rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: partition}
-}
-
-func segment(tp rs.TopicIDPartition, start, end int64, epochs map[rs.LeaderEpoch]int64) rs.RemoteLogSegmentMetadata {
-	return rs.RemoteLogSegmentMetadata{
-		SegmentID:           rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
-		StartOffset:         start,
-		EndOffset:           end,
-		SegmentSizeInBytes:  1024,
-		State:               rs.CopySegmentStarted,
-		SegmentLeaderEpochs: epochs,
-		TxnIndexEmpty:       true,
-	}
-}
-
-func update(s rs.RemoteLogSegmentMetadata, state rs.RemoteLogSegmentState) rs.RemoteLogSegmentMetadataUpdate {
-	return rs.RemoteLogSegmentMetadataUpdate{SegmentID: s.SegmentID, State: state, BrokerID: 1, EventTimestampMs: 1}
-}
 
 // TestPgManagerOneRoundTrip checks that every operation that succeeds sends
 // exactly one statement once the connection has prepared it, and that a
@@ -248,9 +163,7 @@ ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs;`)
 		{"next segment with txn index", func() error { _, _, err := m.NextSegmentWithTxnIndex(ctx, tp, 9, 99_000); return err }, 1000},
 		{"caught up", func() error { _, err := m.CaughtUp(ctx, tp); return err }, 20},
 	}
-	explainPool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer explainPool.Close()
+	explainPool := newPool(t, dsn, 0, false)
 	for _, c := range cases {
 		counter.take()
 		require.NoError(t, c.run(), c.name)
@@ -265,62 +178,6 @@ ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs;`)
 			t.Logf("%-30s %-18s %4d buffers", c.name, mode, buffers)
 		}
 	}
-}
-
-func expectMiss(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {
-	if err == nil && ok {
-		return fmt.Errorf("expected a miss, got segment %d..%d", s.StartOffset, s.EndOffset)
-	}
-	return err
-}
-
-// seqScannedTables returns the relations a JSON plan scans sequentially.
-func seqScannedTables(plan string) []string {
-	var tables []string
-	var walk func(node map[string]any)
-	walk = func(node map[string]any) {
-		if node["Node Type"] == "Seq Scan" {
-			tables = append(tables, fmt.Sprint(node["Relation Name"]))
-		}
-		children, _ := node["Plans"].([]any)
-		for _, child := range children {
-			walk(child.(map[string]any))
-		}
-	}
-	var plans []struct {
-		Plan map[string]any `json:"Plan"`
-	}
-	if err := json.Unmarshal([]byte(plan), &plans); err != nil {
-		panic(err)
-	}
-	walk(plans[0].Plan)
-	return tables
-}
-
-// explain runs EXPLAIN (ANALYZE, BUFFERS) of q under plan_cache_mode and
-// returns the JSON plan and the shared buffers it touched.
-func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q recordedQuery) (string, int) {
-	t.Helper()
-	ctx := t.Context()
-	conn, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, "SET plan_cache_mode = "+planCacheMode)
-	require.NoError(t, err)
-	// A prepared statement, so that the generic plan is what gets explained.
-	const name = "explain_statement"
-	_, err = conn.Conn().Prepare(ctx, name, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q.sql)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, conn.Conn().Deallocate(ctx, name)) }()
-	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, name, q.args...).Scan(&raw))
-	var plans []struct {
-		Plan map[string]any `json:"Plan"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &plans))
-	top := plans[0].Plan
-	buffers := int(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64))
-	return string(raw), buffers
 }
 
 // A store failure wraps ErrIO and keeps its cause: the context's error, or

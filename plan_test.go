@@ -2,12 +2,9 @@ package remotestorage_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 
@@ -19,19 +16,13 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/plancheck"
 )
 
 // The plan test: every statement the library sends reads a number of
 // buffers that does not grow with the partition or the table, whatever the
-// planner knows of the data. Each statistics state is measured at two sizes,
-// 100× apart, with custom and generic plans:
-//
-//   - never analyzed: the rows were written and nothing has run ANALYZE
-//     (every new cluster, every new partition, before autovacuum);
-//   - analyzed small, grown since: ANALYZE ran at the small size, then the
-//     tables grew 100× (statistics that describe a database long gone);
-//   - analyzed: ANALYZE ran after the writes.
-//
+// planner knows of the data. Each statistics state (plancheck.States) is
+// measured at two sizes, 100× apart, with custom and generic plans.
 // Autovacuum is off for the tables, so the state is the one named.
 
 // planScale is the data of one measurement: the queried partition holds
@@ -46,82 +37,26 @@ const (
 	otherPartitions    = 4
 )
 
-type planState int
-
-const (
-	neverAnalyzed planState = iota
-	analyzedSmallGrown
-	analyzed
-)
-
-func (s planState) String() string {
-	return [...]string{"never analyzed", "analyzed small, grown 100x", "analyzed"}[s]
-}
-
 func TestPlansIndependentOfStatistics(t *testing.T) {
 	t.Parallel()
-	for _, state := range []planState{neverAnalyzed, analyzedSmallGrown, analyzed} {
-		t.Run(state.String(), func(t *testing.T) {
-			t.Parallel()
-			var small, large map[string]planCost
-			if state == analyzedSmallGrown {
-				small = measurePlans(t, analyzed, 1)
-			} else {
-				small = measurePlans(t, state, 1)
-			}
-			large = measurePlans(t, state, 100)
-			for _, name := range sortedKeys(large) {
-				s, l := small[name], large[name]
-				t.Logf("%-44s small %4d buffers %5d rows   large %4d buffers %5d rows", name, s.buffers, s.rows, l.buffers, l.rows)
-				// O(log n + rows): a B-tree one level deeper per index
-				// touched, and at most a few buffers per row returned
-				// beyond what the small size needed per row; a walk of k
-				// lookups is k probes, each a level deeper.
-				allowed := s.buffers + 12 + 3*max(0, l.rows-s.rows) + 3*l.walked
-				require.LessOrEqualf(t, l.buffers, allowed,
-					"%s: %d buffers at 100× the size against %d (%d and %d rows): the plan grows with the data:\n%s",
-					name, l.buffers, s.buffers, s.rows, l.rows, l.plan)
-			}
-		})
-	}
-}
-
-type planCost struct {
-	buffers, rows, walked int
-	plan                  string
+	plancheck.Compare(t, measurePlans, func(t *testing.T, name string, s, l plancheck.Cost) {
+		t.Logf("%-44s small %4d buffers %5d rows   large %4d buffers %5d rows", name, s.Buffers, s.Rows, l.Buffers, l.Rows)
+		require.LessOrEqualf(t, l.Buffers, plancheck.Allowed(s, l),
+			"%s: %d buffers at 100× the size against %d (%d and %d rows): the plan grows with the data:\n%s",
+			name, l.Buffers, s.Buffers, s.Rows, l.Rows, l.Plan)
+	})
 }
 
 // measurePlans loads the data at scale in state and explains every
 // statement, returning the worse of the custom and generic plans of each.
-func measurePlans(t *testing.T, state planState, scale int) map[string]planCost {
+func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]plancheck.Cost {
 	t.Helper()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	admin, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(admin.Close)
-	_, err = admin.Exec(ctx, `
-ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false);
-ALTER TABLE rlmm_segments SET (autovacuum_enabled = false);
-ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);
-ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
-	require.NoError(t, err)
-
+	admin := newPool(t, dsn, 0, false)
 	topicID := uuid.New()
 	tp := rs.TopicIDPartition{TopicID: topicID, Topic: "plans", Partition: 0}
-	switch state {
-	case neverAnalyzed:
-		loadPlanData(t, admin, topicID, 0, scale)
-	case analyzedSmallGrown:
-		loadPlanData(t, admin, topicID, 0, 1)
-		_, err = admin.Exec(ctx, "ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends")
-		require.NoError(t, err)
-		loadPlanData(t, admin, topicID, 1, scale)
-	case analyzed:
-		loadPlanData(t, admin, topicID, 0, scale)
-		_, err = admin.Exec(ctx, "ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends")
-		require.NoError(t, err)
-	}
+	plancheck.Load(t, admin, state, scale, func(from, to int) { loadPlanData(t, admin, topicID, from, to) })
 
 	pool, counter := newCountingPool(t, dsn)
 	m, err := rs.NewPgManager(ctx, pool)
@@ -142,15 +77,14 @@ ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 		// replace rewrites the captured arguments before the EXPLAIN, for
 		// writes whose captured run already changed the data.
 		replace map[any]any
-		write   bool
 		// walked is the number of index probes a statement makes by
 		// design (the steps of NextSegmentWithTxnIndex's walk).
 		walked int
 	}{
-		{name: "add", write: true, replace: map[any]any{added.SegmentID.ID: uuid.New()}, run: func() error {
+		{name: "add", replace: map[any]any{added.SegmentID.ID: uuid.New()}, run: func() error {
 			return m.AddRemoteLogSegmentMetadata(ctx, added)
 		}},
-		{name: "update to COPY_SEGMENT_FINISHED", write: true, replace: map[any]any{fresh.SegmentID.ID: other.SegmentID.ID}, run: func() error {
+		{name: "update to COPY_SEGMENT_FINISHED", replace: map[any]any{fresh.SegmentID.ID: other.SegmentID.ID}, run: func() error {
 			return m.UpdateRemoteLogSegmentMetadata(ctx, update(fresh, rs.CopySegmentFinished))
 		}},
 		{name: "update refused", run: func() error {
@@ -203,16 +137,16 @@ ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 		}},
 		{name: "epoch end offset", run: func() error { return expectFound(m.EpochEndOffset(ctx, tp, 1)) }},
 		{name: "caught up", run: func() error { _, err := m.CaughtUp(ctx, tp); return err }},
-		{name: "partition delete marked", write: true, run: func() error {
+		{name: "partition delete marked", run: func() error {
 			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionMarked})
 		}},
-		{name: "partition delete started", write: true, run: func() error {
+		{name: "partition delete started", run: func() error {
 			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionStarted})
 		}},
 		// The purge's three statements (purge.go); the data holds nothing
 		// forgotten, so each must find that out from its partial index, not
 		// by reading the table.
-		{name: "purge forgotten", write: true, run: func() error {
+		{name: "purge forgotten", run: func() error {
 			_, err := m.PurgeForgotten(ctx, 0)
 			return err
 		}},
@@ -237,14 +171,13 @@ ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 		name    string
 		run     func() error
 		replace map[any]any
-		write   bool
 		walked  int
 	}{name: "list", run: func() error { _, err := m.ListRemoteLogSegments(ctx, tp); return err }})
 
 	explainConn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { explainConn.Close(context.Background()) })
-	out := make(map[string]planCost)
+	out := make(map[string]plancheck.Cost)
 	for _, c := range cases {
 		counter.take()
 		require.NoError(t, c.run(), c.name)
@@ -267,14 +200,14 @@ ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 					}
 				}
 			}
-			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-				cost := explainPrepared(t, explainConn, mode, q.sql, args, c.write)
+			for _, mode := range plancheck.PlanCacheModes {
+				cost := plancheck.Explain(t, explainConn, mode, q.sql, args)
 				if dir := os.Getenv("RLMM_PLAN_DUMP"); dir != "" {
 					file := fmt.Sprintf("%s/%s-%d-%s-%s.json", dir, state, scale, name, mode)
-					require.NoError(t, os.WriteFile(strings.ReplaceAll(file, " ", "_"), []byte(cost.plan), 0o644))
+					require.NoError(t, os.WriteFile(strings.ReplaceAll(file, " ", "_"), []byte(cost.Plan), 0o644))
 				}
-				cost.walked = c.walked
-				if old, ok := out[name]; !ok || cost.buffers > old.buffers {
+				cost.Walked = c.walked
+				if old, ok := out[name]; !ok || cost.Buffers > old.Buffers {
 					out[name] = cost
 				}
 			}
@@ -350,48 +283,6 @@ WHERE p.topic_id = $1::uuid;
 	require.NoError(t, err)
 }
 
-// explainPrepared explains sql with args as a prepared statement under
-// planCacheMode (so force_generic_plan explains the generic plan), inside a
-// transaction rolled back when the statement writes, and returns the
-// buffers it touched and the rows it returned.
-func explainPrepared(t *testing.T, conn *pgx.Conn, planCacheMode, sql string, args []any, write bool) planCost {
-	t.Helper()
-	ctx := t.Context()
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background()) //nolint:errcheck // explained writes are undone
-	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+planCacheMode)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, "PREPARE rlmm_explained AS "+sql)
-	require.NoError(t, err, firstLine(sql))
-	placeholders := make([]string, len(args))
-	for i := range args {
-		placeholders[i] = fmt.Sprintf("$%d", i+1)
-	}
-	var raw []byte
-	// EXECUTE takes no protocol-level parameters: pgx quotes the arguments
-	// into the text (simple protocol).
-	err = tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE rlmm_explained("+strings.Join(placeholders, ", ")+")",
-		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...).Scan(&raw)
-	require.NoError(t, err, firstLine(sql))
-	_, err = tx.Exec(ctx, "DEALLOCATE rlmm_explained")
-	require.NoError(t, err)
-	var plans []struct {
-		Plan map[string]any `json:"Plan"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &plans))
-	top := plans[0].Plan
-	cost := planCost{
-		buffers: int(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64)),
-		rows:    int(top["Actual Rows"].(float64)),
-		plan:    string(raw),
-	}
-	if !write {
-		return cost
-	}
-	return cost
-}
-
 func expectFound(_ int64, ok bool, err error) error {
 	if err == nil && !ok {
 		return fmt.Errorf("expected a value, got none")
@@ -404,56 +295,6 @@ func expectHit(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {
 		return fmt.Errorf("expected a hit, got a miss")
 	}
 	return err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
-// loadEpoch stores n finished segments of 90 offsets with gaps of 10 in one
-// partition, all carrying epoch 3 (the first also epoch 2, the last also
-// epoch 4), segment i with MaxTimestampMs 1000*i, plus the epoch ends the
-// COPY_SEGMENT_FINISHED statement would have raised. Autovacuum is off on
-// the tables, so they stay never analyzed until analyze says so.
-func loadEpoch(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) {
-	t.Helper()
-	for _, st := range []struct {
-		sql  string
-		args []any
-	}{
-		{`ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false)`, []any{}},
-		{`ALTER TABLE rlmm_segments SET (autovacuum_enabled = false)`, []any{}},
-		{`ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false)`, []any{}},
-		{`ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false)`, []any{}},
-		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
-VALUES ($1, $2, $3, 2 * $4::integer, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
-		{`INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
-    broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
-SELECT $1::uuid, $2::integer, md5($1::uuid::text || i)::uuid, $3::text, i * 100, i * 100 + 89, i * 1000, 1, 0, 1000, 1, true,
-    CASE WHEN i = 0 THEN ARRAY[2, 3] WHEN i = $4::integer - 1 THEN ARRAY[3, 4] ELSE ARRAY[3] END,
-    CASE WHEN i = 0 OR i = $4 - 1 THEN ARRAY[i * 100, i * 100 + 40]::bigint[] ELSE ARRAY[i * 100]::bigint[] END,
-    2 * i + 1, 2 * i + 2, 2 * i + 2
-FROM generate_series(0, $4::integer - 1) i`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
-		{`INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-    segment_start_offset, segment_end_offset, added_version, finished_version)
-SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
-    coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
-    s.added_version, s.finished_version
-FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
-WHERE s.topic_id = $1 AND s.partition = $2`, []any{tp.TopicID, tp.Partition}},
-		{`INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-SELECT topic_id, partition, epoch, max(last_offset), max(segment_end_offset - segment_start_offset), 2 * $3::integer
-FROM rlmm_segment_epochs WHERE topic_id = $1 AND partition = $2 GROUP BY topic_id, partition, epoch`, []any{tp.TopicID, tp.Partition, n}},
-	} {
-		_, err := pool.Exec(t.Context(), st.sql, st.args...)
-		require.NoError(t, err, st.sql)
-	}
 }
 
 // TestKafkaQueriesPlans checks the plans of FirstSegmentForTimestamp and

@@ -12,6 +12,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
 
@@ -30,13 +31,7 @@ func TestPurgeForgotten(t *testing.T) {
 // newPurgeManager is a PgManager with no background purge, over its own pool.
 func newPurgeManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
 	t.Helper()
-	pool, err := pgxpool.New(t.Context(), dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	m, err := rs.NewPgManager(t.Context(), pool, append([]rs.Option{rs.WithForgottenRetention(0)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	return m
+	return newManager(t, newPool(t, dsn, 0, false), append([]rs.Option{rs.WithForgottenRetention(0)}, opts...)...)
 }
 
 // Two managers purging at once delete each forgotten segment once: their
@@ -90,9 +85,7 @@ func TestPurgeConcurrentManagers(t *testing.T) {
 	}
 	t.Logf("purged %d and %d of %d", counts[0], counts[1], forgotten)
 	require.Equal(t, forgotten, counts[0]+counts[1])
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := newPool(t, dsn, 0, false)
 	var left, epochRows, deleted int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM rlmm_segments WHERE state = 3),
@@ -126,9 +119,7 @@ func TestPurgeInBackground(t *testing.T) {
 	for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
 		require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
 	}
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := newPool(t, dsn, 0, false)
 	def, err := rs.NewPgManager(ctx, pool)
 	require.NoError(t, err)
 	require.True(t, def.PurgesInBackground(), "on by default")
@@ -137,7 +128,7 @@ func TestPurgeInBackground(t *testing.T) {
 	m, err := rs.NewPgManager(ctx, pool, rs.WithForgottenRetention(time.Millisecond))
 	require.NoError(t, err)
 	defer m.Close()
-	eventually(t, 30*time.Second, "the background purge", func() bool { return m.PurgedSegments() == 1 })
+	testwait.Until(t, "the background purge", func() bool { return m.PurgedSegments() == 1 })
 	require.Zero(t, countRows(t, pool, "rlmm_segments"))
 	require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, s), "the purged id may be added again")
 }
@@ -239,9 +230,7 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 			require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
 		}
 	}
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := newPool(t, dsn, 0, false)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background()) //nolint:errcheck // released below
@@ -250,7 +239,7 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 
 	// With the lock held, the purge returns (it would wait for ever
 	// otherwise: the context bounds only a failure of this test).
-	purgeCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	purgeCtx, cancel := context.WithTimeout(ctx, testwait.Timeout(t))
 	defer cancel()
 	n, err := m.PurgeForgotten(purgeCtx, 0)
 	require.NoError(t, err)
@@ -273,14 +262,12 @@ func TestPurgeGuardKeepsDeleteRecordWhileSegmentsRemain(t *testing.T) {
 	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
 		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: st}))
 	}
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := newPool(t, dsn, 0, false)
 	clearRecord := `UPDATE rlmm_partitions
 		SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL,
 		    version = version + 1, purged_version = version + 1
 		WHERE topic_id = $1 AND partition = $2`
-	_, err = pool.Exec(ctx, clearRecord, tp.TopicID, tp.Partition)
+	_, err := pool.Exec(ctx, clearRecord, tp.TopicID, tp.Partition)
 	require.ErrorContains(t, err, "not an allowed transition", "a segment remains")
 	_, err = pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL
 		WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
@@ -301,9 +288,7 @@ func TestPurgeKeepsTheDataGeneration(t *testing.T) {
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
 	m := newPurgeManager(t, dsn)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := newPool(t, dsn, 0, false)
 	generation := func() (g int64) {
 		require.NoError(t, pool.QueryRow(ctx, "SELECT generation FROM rlmm_data_generation").Scan(&g))
 		return g

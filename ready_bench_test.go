@@ -16,6 +16,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // BenchmarkCacheReady1M: a broker with WithCache is assigned 1,000
@@ -137,13 +138,10 @@ WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0 GROUP BY topic_id, partition
 						start := time.Now()
 						require.NoError(b, m.OnPartitionLeadershipChanges(ctx, tps, nil))
 						for _, tp := range tps {
-							for {
+							testwait.Until(b, "the load of "+tp.String(), func() bool { // the load runs in the background
 								ok, err := m.CaughtUp(ctx, tp)
-								if err == nil && ok {
-									break
-								}
-								time.Sleep(time.Millisecond) // waits for the load, which runs in the background
-							}
+								return err == nil && ok
+							})
 						}
 						ready = time.Since(start)
 					})

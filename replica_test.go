@@ -9,6 +9,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // primaryAndStandby starts a primary with a migrated database "rlmm" and a
@@ -63,7 +64,7 @@ func TestReadReplica(t *testing.T) {
 
 	_, err = standby.Exec(ctx, "SELECT pg_wal_replay_pause()")
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "replay paused", func() bool {
+	testwait.Until(t, "replay paused", func() bool {
 		var state string
 		require.NoError(t, standby.QueryRow(ctx, "SELECT pg_get_wal_replay_pause_state()").Scan(&state))
 		return state == "paused"

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -42,9 +41,7 @@ func TestTLSVerifyFull(t *testing.T) {
 
 	refused := func(t *testing.T, dsn string) error {
 		t.Helper()
-		pool, err := pgxpool.New(ctx, dsn)
-		require.NoError(t, err)
-		defer pool.Close()
+		pool := newPool(t, dsn, 0, false)
 		_, err = rs.NewPgManager(ctx, pool)
 		require.Error(t, err)
 		require.ErrorIs(t, err, rs.ErrIO)

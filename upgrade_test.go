@@ -2,12 +2,9 @@ package remotestorage_test
 
 import (
 	"fmt"
-	"io/fs"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -15,26 +12,9 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
-
-// withNext returns the embedded migrations plus test-only next ones
-// (version SchemaVersion+1, +2, …), never shipped under migrations/.
-func withNext(t *testing.T, next ...string) fs.FS {
-	t.Helper()
-	fsys := fstest.MapFS{}
-	names, err := fs.Glob(migrations.FS(), "*.sql")
-	require.NoError(t, err)
-	for _, name := range names {
-		b, err := fs.ReadFile(migrations.FS(), name)
-		require.NoError(t, err)
-		fsys[name] = &fstest.MapFile{Data: b}
-	}
-	for i, sql := range next {
-		fsys[fmt.Sprintf("%05d_upgrade_test_next_%d.sql", rs.SchemaVersion+1+int64(i), i)] = &fstest.MapFile{Data: []byte(sql)}
-	}
-	return fsys
-}
 
 // expandMigration is a test-only expand migration: a column and an index,
 // built without blocking writes, declared compatible with code of the
@@ -120,7 +100,7 @@ func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
 	next := withNext(t, expandMigration(rs.SchemaVersion))
 	require.NoError(t, rs.MigrateFS(ctx, admin, next))
 	migrated.Store(true)
-	eventually(t, 30*time.Second, "the old brokers keep serving after the migration", func() bool {
+	testwait.Until(t, "the old brokers keep serving after the migration", func() bool {
 		mu.Lock()
 		failed := len(errs) > 0
 		mu.Unlock()
@@ -148,15 +128,10 @@ func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
 // declares it compatible, and says what to do.
 func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 	t.Parallel()
-	newPool := func(t *testing.T) *pgxpool.Pool {
-		pool, err := pgxpool.New(t.Context(), pgtest.NewDatabase(t))
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		return pool
-	}
+	freshPool := func(t *testing.T) *pgxpool.Pool { return newPool(t, pgtest.NewDatabase(t), 0, false) }
 	t.Run("no declaration", func(t *testing.T) {
 		t.Parallel()
-		pool := newPool(t)
+		pool := freshPool(t)
 		undeclared := "-- +goose Up\nALTER TABLE rlmm_segments ADD COLUMN upgrade_test_note text;\n"
 		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, undeclared)))
 		_, err := rs.NewPgManager(t.Context(), pool)
@@ -167,7 +142,7 @@ func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 	})
 	t.Run("a later migration drops compatibility", func(t *testing.T) {
 		t.Parallel()
-		pool := newPool(t)
+		pool := freshPool(t)
 		contract := fmt.Sprintf("-- rlmm:compatible-with %d\n-- +goose Up\nALTER TABLE rlmm_segments DROP COLUMN upgrade_test_note;\n", rs.SchemaVersion+1)
 		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, expandMigration(rs.SchemaVersion), contract)))
 		_, err := rs.NewPgManager(t.Context(), pool)
@@ -175,7 +150,7 @@ func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 	})
 	t.Run("a bad declaration", func(t *testing.T) {
 		t.Parallel()
-		pool := newPool(t)
+		pool := freshPool(t)
 		bad := fmt.Sprintf("-- rlmm:compatible-with %d\n-- +goose Up\nSELECT 1;\n", rs.SchemaVersion+1)
 		err := rs.MigrateFS(t.Context(), pool, withNext(t, bad))
 		require.ErrorContains(t, err, "it must name an older schema version")
@@ -199,9 +174,7 @@ func TestDownForgetsCompatibility(t *testing.T) {
 		t.Run(down, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
+			pool := newPool(t, pgtest.NewDatabase(t), 0, false)
 			require.NoError(t, rs.MigrateFS(ctx, pool, withNext(t, expandMigration(rs.SchemaVersion))))
 			m, err := rs.NewPgManager(ctx, pool)
 			require.NoError(t, err, "the expand migration declares this code compatible")

@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
-	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
 // BenchmarkWriteFloor asks what bounds an add and its COPY_SEGMENT_FINISHED
@@ -59,7 +56,7 @@ ANALYZE bench_raw;`)
 			{"two raw UPDATE commits", bare, rawTwoCommits},
 		} {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) {
-				w := writeFloor{pool: freshPool(b, v.dsn, clients), clients: clients, topic: uuid.New()}
+				w := writeFloor{pool: newPool(b, v.dsn, clients, false), clients: clients, topic: uuid.New()}
 				m, err := rs.NewPgManager(b.Context(), w.pool)
 				require.NoError(b, err)
 				b.Cleanup(m.Close)
@@ -73,39 +70,6 @@ ANALYZE bench_raw;`)
 			})
 		}
 	}
-}
-
-// writeFloorDatabase is a migrated database of its own, nothing analyzed,
-// with setup run on it.
-func writeFloorDatabase(b *testing.B, setup string) string {
-	dsn := pgtest.NewDatabase(b)
-	if setup != "" {
-		_, err := freshPool(b, dsn, 1).Exec(b.Context(), setup)
-		require.NoError(b, err)
-	}
-	return dsn
-}
-
-type writeFloor struct {
-	pool    *pgxpool.Pool
-	m       *rs.PgManager
-	clients int
-	topic   uuid.UUID
-	next    atomic.Int64
-}
-
-type writeFloorOp func(ctx context.Context, w *writeFloor, rng *rand.Rand) error
-
-// libraryAddFinish is an add then its COPY_SEGMENT_FINISHED (BenchmarkFresh's
-// "add + finish" too): call i writes to partition i mod clients.
-func libraryAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
-	i := w.next.Add(1)
-	tp := rs.TopicIDPartition{TopicID: w.topic, Topic: "writes", Partition: int32(i % int64(w.clients))}
-	s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
-	if err := w.m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
-		return err
-	}
-	return w.m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished))
 }
 
 // bareAddFinish writes the same row with the same two statements' effect on
@@ -125,15 +89,4 @@ VALUES ($1, $2, $3, 'floor', $4, $5, 0, 0, 0, 1024, NULL, 0, true, ARRAY[0], ARR
 	_, err = w.pool.Exec(ctx, `UPDATE bare_segments SET state = 1, broker_id = 1, event_timestamp_ms = 1,
     finished_version = $2, last_version = $2, updated_at = now() WHERE segment_id = $1`, id, 2*i+1)
 	return err
-}
-
-// rawTwoCommits is the baseline of BenchmarkFresh's writes: two single-row
-// HOT UPDATE commits.
-func rawTwoCommits(ctx context.Context, w *writeFloor, rng *rand.Rand) error {
-	for range 2 {
-		if _, err := w.pool.Exec(ctx, "UPDATE bench_raw SET event_timestamp_ms = $2 WHERE id = $1", rng.IntN(2000), rng.Int64()); err != nil {
-			return err
-		}
-	}
-	return nil
 }

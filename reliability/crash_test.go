@@ -9,6 +9,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // crashOutcome is what one crash run measured.
@@ -35,9 +36,9 @@ func crashRun(t *testing.T, c *pgcluster.Cluster, dsn string) crashOutcome {
 			w.finish()
 		}
 	}()
-	w.waitAcked(t, 500, time.Minute)
+	w.waitAcked(t, 500)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testwait.Timeout(t))
 	defer cancel()
 	dialsBefore := totalDials(bs)
 	crashed := time.Now()
@@ -47,8 +48,8 @@ func crashRun(t *testing.T, c *pgcluster.Cluster, dsn string) crashOutcome {
 	require.NoError(t, c.Startup(ctx))
 	back := w.markBack()
 	out := crashOutcome{outageDials: totalDials(bs) - dialsBefore, down: back.Sub(crashed)}
-	out.recovered = w.waitRecovered(t, waitTimeout)
-	w.waitAcked(t, 200, time.Minute)
+	out.recovered = w.waitRecovered(t)
+	w.waitAcked(t, 200)
 	w.finish()
 
 	requireWorkloadErrors(t, w)

@@ -3,7 +3,6 @@ package reliability_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -207,15 +206,6 @@ func (d *differential) write(kind string, f func(m rlmmtest.Manager) error) bool
 	return want == nil
 }
 
-func sentinel(err error) error {
-	for _, s := range []error{rs.ErrInvalidAdd, rs.ErrSegmentNotFound, rs.ErrInvalidSegmentTransition, rs.ErrInvalidPartitionDeleteTransition, rs.ErrNotReady, rs.ErrIO} {
-		if errors.Is(err, s) {
-			return s
-		}
-	}
-	return err
-}
-
 // compareAll compares every query about tp; full adds every lookup of
 // every epoch.
 func (d *differential) compareAll(tp rs.TopicIDPartition, full bool) {
@@ -260,11 +250,6 @@ func (d *differential) compareLookup(tp rs.TopicIDPartition, e rs.LeaderEpoch, o
 		s, ok, err := m.RemoteLogSegmentMetadata(d.ctx, tp, e, o)
 		return found{s, ok}, err
 	})
-}
-
-type found struct {
-	s  rs.RemoteLogSegmentMetadata
-	ok bool
 }
 
 // same requires every manager to answer q alike, without error.

@@ -18,6 +18,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // Primary failover, as docs/RUNBOOK.md describes it: a primary and a hot
@@ -71,7 +72,7 @@ type failoverBroker struct {
 
 func failover(t *testing.T, synchronous bool) {
 	noLeaks(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testwait.Timeout(t))
 	defer cancel()
 
 	// wal_log_hints and WAL kept since the fork let pg_rewind fence the old
@@ -263,8 +264,7 @@ func failover(t *testing.T, synchronous bool) {
 		// nothing more, while the asynchronous primary keeps acknowledging.
 		cut.setDown(true)
 		at := totalAcks.Load()
-		require.Eventually(t, func() bool { return totalAcks.Load() >= at+50 }, 30*time.Second, time.Millisecond,
-			"the primary acknowledges writes while the standby is cut off")
+		testwait.Until(t, "the primary to acknowledge writes while the standby is cut off", func() bool { return totalAcks.Load() >= at+50 })
 		ackedWhileCut = totalAcks.Load() - at
 	}
 	killedAt := time.Now()
@@ -274,20 +274,17 @@ func failover(t *testing.T, synchronous bool) {
 	promoted.Store(true)
 	t.Logf("primary killed (pg_ctl stop -m immediate) and standby promoted (pg_ctl promote -w) in %v", promotedAt.Sub(killedAt).Round(time.Millisecond))
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// A bound on top of the wait: half the test timeout (30 s unscaled).
+	resumed := testwait.Until(t, "the brokers to resume writing after the promotion", func() bool {
 		done := true
 		for _, b := range bs {
 			b.mu.Lock()
 			done = done && b.acksAfter >= failoverAcksPerBroker
 			b.mu.Unlock()
 		}
-		if done {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the brokers did not resume writing within 30 s of the promotion")
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
+		return done
+	})
+	require.Less(t, resumed, testwait.Timeout(t)/2, "the brokers did not resume writing within half the test timeout of the promotion")
 	close(stop)
 	wg.Wait()
 
@@ -296,19 +293,20 @@ func failover(t *testing.T, synchronous bool) {
 	// replication, then holds each acknowledged write. (With asynchronous
 	// replication the new primary lacks the lost ones, and the cache's
 	// version may have been ahead of it: see RELIABILITY.md.)
+	// A bound on top of the waits: a quarter of the test timeout (15 s
+	// unscaled) for every partition together.
 	caughtUp := time.Now()
 	for _, b := range bs {
 		for _, tp := range b.tps {
-			for {
+			var err error
+			testwait.Until(t, fmt.Sprintf("the cache to catch up on %v", tp), func() bool {
 				callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				ok, err := watcher.CaughtUp(callCtx, tp)
-				cancel()
-				if err == nil && ok {
-					break
-				}
-				require.True(t, time.Since(caughtUp) < 15*time.Second, "the cache did not catch up on %v within 15 s of the last write (%v)", tp, err)
-				time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-			}
+				defer cancel()
+				var ok bool
+				ok, err = watcher.CaughtUp(callCtx, tp)
+				return err == nil && ok
+			})
+			require.Less(t, time.Since(caughtUp), testwait.Timeout(t)/4, "the cache did not catch up on %v within a quarter of the test timeout of the last write (%v)", tp, err)
 			if !synchronous {
 				continue
 			}
@@ -474,11 +472,11 @@ func fenceOldPrimary(t *testing.T, ctx context.Context, old, newPrimary *pgclust
 	// replication only.
 	_, err = oldConn.Exec(ctx, "UPDATE rlmm_partitions SET version = version WHERE false")
 	require.ErrorContains(t, err, "read-only transaction")
-	require.Eventually(t, func() bool {
+	testwait.Until(t, "the fenced old primary to replicate from the new one", func() bool {
 		var n int
 		err := oldConn.QueryRow(ctx, "SELECT count(*) FROM rlmm_segments WHERE segment_id = $1", s.SegmentID.ID).Scan(&n)
 		return err == nil && n == 1
-	}, 10*time.Second, 10*time.Millisecond, "the fenced old primary replicates from the new one")
+	})
 }
 
 // streamThroughProxy makes the standby stream from the primary through a
@@ -498,11 +496,16 @@ func streamThroughProxy(t *testing.T, ctx context.Context, primary, standby *pgc
 	pconn, err := pgx.Connect(ctx, primary.URL("postgres"))
 	require.NoError(t, err)
 	defer pconn.Close(context.Background())
-	require.Eventually(t, func() bool {
+	defer func() {
+		if t.Failed() {
+			t.Logf("pg_stat_replication: %s", replicationState(ctx, pconn))
+		}
+	}()
+	testwait.Until(t, "the standby to stream through the proxy", func() bool {
 		var n int
 		err := pconn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE client_addr IS NOT NULL AND state = 'streaming'").Scan(&n)
 		return err == nil && n == 1
-	}, 30*time.Second, 10*time.Millisecond, "the standby streams through the proxy; pg_stat_replication: %s", replicationState(ctx, pconn))
+	})
 	return p
 }
 
@@ -517,11 +520,16 @@ func requireSyncStandby(t *testing.T, ctx context.Context, primary *pgcluster.Cl
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "SELECT pg_reload_conf()")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	defer func() {
+		if t.Failed() {
+			t.Logf("pg_stat_replication: %s", replicationState(ctx, conn))
+		}
+	}()
+	testwait.Until(t, standby+" to be the synchronous standby", func() bool {
 		var state string
 		err := conn.QueryRow(ctx, "SELECT sync_state FROM pg_stat_replication WHERE application_name = $1", standby).Scan(&state)
 		return err == nil && state == "sync"
-	}, 30*time.Second, 10*time.Millisecond, "%s is the synchronous standby; pg_stat_replication: %s", standby, replicationState(ctx, conn))
+	})
 }
 
 // replicationState describes pg_stat_replication, for failure messages.

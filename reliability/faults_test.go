@@ -14,6 +14,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // Connection faults, each its own test. For each: the calls fail with ErrIO
@@ -45,7 +46,7 @@ func faultWorkload(t *testing.T, dsn string, maxConns int32) (*workload, []*brok
 // checks every write.
 func finishAndVerify(t *testing.T, name, dsn string, w *workload) report {
 	t.Helper()
-	w.waitAcked(t, 100, time.Minute)
+	w.waitAcked(t, 100)
 	w.finish()
 	requireWorkloadErrors(t, w)
 	r := verify(t, dsn, w)
@@ -59,7 +60,7 @@ func finishAndVerify(t *testing.T, name, dsn string, w *workload) report {
 func TestFaultTerminateStorm(t *testing.T) {
 	dsn := sharedDatabase(t)
 	w, bs := faultWorkload(t, dsn, 2)
-	w.waitAcked(t, 200, time.Minute)
+	w.waitAcked(t, 200)
 
 	ctx := t.Context()
 	admin, err := pgx.Connect(ctx, dsn)
@@ -77,7 +78,7 @@ func TestFaultTerminateStorm(t *testing.T) {
 	}
 	w.markBack()
 	dials := totalDials(bs) - dialsBefore
-	recovered := w.waitRecovered(t, waitTimeout)
+	recovered := w.waitRecovered(t)
 	t.Logf("terminate storm: %d rounds killed %d connections; %d calls failed meanwhile; %d connection attempts; every broker writing again %v after",
 		rounds, killed, w.failed.Load()-failedBefore, dials, recovered.Round(time.Millisecond))
 	require.Positive(t, w.failed.Load()-failedBefore, "the storm failed no call")
@@ -92,9 +93,9 @@ func TestFaultTerminateStorm(t *testing.T) {
 func TestFaultServerRestart(t *testing.T) {
 	c, dsn := ownCluster(t, pgcluster.Options{})
 	w, bs := faultWorkload(t, dsn, 2)
-	w.waitAcked(t, 200, time.Minute)
+	w.waitAcked(t, 200)
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 	defer cancel()
 	dialsBefore := totalDials(bs)
 	stopped := time.Now()
@@ -104,7 +105,7 @@ func TestFaultServerRestart(t *testing.T) {
 	w.markBack()
 	down := time.Since(stopped)
 	dials := totalDials(bs) - dialsBefore
-	recovered := w.waitRecovered(t, waitTimeout)
+	recovered := w.waitRecovered(t)
 	t.Logf("restart: down %v, %d connection attempts meanwhile, every broker writing again %v after", down.Round(time.Millisecond), dials, recovered.Round(time.Millisecond))
 	require.LessOrEqual(t, dials, dialBound(len(bs), 2, down))
 	finishAndVerify(t, "restart", dsn, w)
@@ -126,7 +127,7 @@ func TestFaultServerUnreachable(t *testing.T) {
 			plainLoad.finish()
 		}
 	}()
-	w.waitAcked(t, 200, time.Minute)
+	w.waitAcked(t, 200)
 
 	const outage = 10 * time.Second
 	dialsBefore, plainBefore, offeredBefore := totalDials(bs), totalDials(plain), p.offered.Load()
@@ -135,7 +136,7 @@ func TestFaultServerUnreachable(t *testing.T) {
 	dials, plainDials, offered := totalDials(bs)-dialsBefore, totalDials(plain)-plainBefore, p.offered.Load()-offeredBefore
 	p.setDown(false)
 	w.markBack()
-	recovered := w.waitRecovered(t, waitTimeout)
+	recovered := w.waitRecovered(t)
 	t.Logf("unreachable %v: %d connection attempts from %d ConfigurePool brokers (%d reached the proxy), %d from one plain pgxpool broker; every broker writing again %v after",
 		outage, dials, len(bs), offered, plainDials, recovered.Round(time.Millisecond))
 	require.LessOrEqual(t, dials, dialBound(len(bs), 2, outage))
@@ -183,7 +184,7 @@ func TestFaultPoolExhaustion(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.False(t, rs.OutcomeUnknown(err), "waiting for a connection sends nothing: %v", err)
 	}
-	require.Less(t, time.Duration(slowest.Load()), deadline+waitTimeout/2, "a call waited far past its deadline")
+	require.Less(t, time.Duration(slowest.Load()), deadline+testwait.Timeout(t)/2, "a call waited far past its deadline")
 	qctx, cancel := context.WithTimeout(ctx, deadline)
 	_, err := b.m.ListRemoteLogSegments(qctx, tp)
 	cancel()
@@ -203,7 +204,7 @@ func TestFaultPoolExhaustion(t *testing.T) {
 	w := newWorkload([]*broker{b}, []rs.TopicIDPartition{newTP("exhaustion", 1), newTP("exhaustion", 2)}, callers)
 	w.opTimeout = 30 * time.Millisecond
 	w.start()
-	w.waitAcked(t, 300, time.Minute)
+	w.waitAcked(t, 300)
 	w.markBack()
 	w.finish()
 	requireWorkloadErrors(t, w)
@@ -274,7 +275,7 @@ func TestFaultRowLock(t *testing.T) {
 	// Queries read a snapshot: the lock, held until long after, does not
 	// stop them. (Not timed: a saturated machine took more than the
 	// writers' deadline for it.)
-	qctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	qctx, cancel := context.WithTimeout(ctx, testwait.Timeout(t))
 	list, err := b.m.ListRemoteLogSegments(qctx, tp)
 	cancel()
 	require.NoError(t, err)
@@ -288,8 +289,8 @@ func TestFaultRowLock(t *testing.T) {
 			unknown++
 		}
 	}
-	require.Less(t, time.Duration(slowest.Load()), deadline+waitTimeout/2)
-	eventually(t, waitTimeout, "the cancelled statements stop waiting for the lock", func() bool { return waiting() == 0 })
+	require.Less(t, time.Duration(slowest.Load()), deadline+testwait.Timeout(t)/2)
+	testwait.Until(t, "the cancelled statements stop waiting for the lock", func() bool { return waiting() == 0 })
 
 	// The plain pool's statement is cancelled on the server too, and the
 	// pool keeps its connection.
@@ -301,13 +302,13 @@ func TestFaultRowLock(t *testing.T) {
 	require.ErrorIs(t, ghostErr, rs.ErrIO)
 	require.ErrorIs(t, ghostErr, context.DeadlineExceeded)
 	require.True(t, rs.OutcomeUnknown(ghostErr), "the statement was sent and may still commit: %v", ghostErr)
-	eventually(t, waitTimeout, "the plain pool's cancelled statement stops waiting for the lock", func() bool { return waiting() == 0 })
+	testwait.Until(t, "the plain pool's cancelled statement stops waiting for the lock", func() bool { return waiting() == 0 })
 
 	require.NoError(t, tx.Rollback(ctx))
 	released := time.Now()
 	require.NoError(t, b.m.AddRemoteLogSegmentMetadata(ctx, segmentOf(tp, 100)))
 	recovered := time.Since(released)
-	eventually(t, waitTimeout, "the plain pool's connection is back", func() bool { return plain.pool.Stat().AcquiredConns() == 0 })
+	testwait.Until(t, "the plain pool's connection is back", func() bool { return plain.pool.Stat().AcquiredConns() == 0 })
 	require.NoError(t, plain.m.AddRemoteLogSegmentMetadata(ctx, segmentOf(tp, 60)), "the plain pool's next write")
 	require.Equal(t, plainConns, plain.pool.Stat().NewConnsCount(), "the plain pool lost its connection to the deadline")
 
@@ -319,18 +320,4 @@ func TestFaultRowLock(t *testing.T) {
 	require.Equal(t, rs.CopySegmentStarted, list[0].State, "the cancelled update applied")
 	t.Logf("row lock: %d writes gave up at their %v deadline (slowest %v), %d of them reported as ambiguous, none applied, nor the plain pool's; writing again %v after",
 		len(errs), deadline, time.Duration(slowest.Load()).Round(time.Millisecond), unknown, recovered.Round(time.Millisecond))
-}
-
-// eventually polls cond every few milliseconds until it holds or timeout
-// passes, and returns how long it took.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
 }

@@ -14,6 +14,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 const linBrokers = 8
@@ -48,7 +49,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { h.run(managersOf(bs), stop) })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testwait.Timeout(t))
 	defer cancel()
 	pause := func(d time.Duration) { time.Sleep(d) } // the fault script's own timing
 	pause(300 * time.Millisecond)

@@ -15,13 +15,9 @@ package reliability_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"strconv"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/krabka/remotestorage/internal/pgtest"
@@ -37,24 +33,3 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
-
-// soak reports whether RELIABILITY_SOAK asks for the long runs.
-func soak() bool { return os.Getenv("RELIABILITY_SOAK") != "" }
-
-// seed returns RLMMTEST_SEED or a fresh seed, logged for reproduction.
-func seed(t *testing.T) uint64 {
-	t.Helper()
-	if v := os.Getenv("RLMMTEST_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "RLMMTEST_SEED")
-		return s
-	}
-	s := rand.Uint64()
-	t.Logf("seed %d (reproduce with RLMMTEST_SEED=%d)", s, s)
-	return s
-}
-
-// waitTimeout bounds every wait for something that must happen (a recovery,
-// a statement ending): long enough for a machine as busy as CI's, with the
-// race detector. How long it took is logged, not asserted.
-const waitTimeout = time.Minute

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // The write workload of the fault tests. Each writer takes segments of its
@@ -157,9 +158,9 @@ func (w *workload) markBack() time.Time {
 
 // waitRecovered waits until every broker has had a call succeed since
 // markBack and returns the longest wait.
-func (w *workload) waitRecovered(t *testing.T, timeout time.Duration) time.Duration {
+func (w *workload) waitRecovered(t *testing.T) time.Duration {
 	t.Helper()
-	eventually(t, timeout, "every broker has a successful write after the database came back", func() bool {
+	testwait.Until(t, "every broker has a successful write after the database came back", func() bool {
 		for i := range w.firstOKAt {
 			if w.firstOKAt[i].Load() == 0 {
 				return false
@@ -175,10 +176,10 @@ func (w *workload) waitRecovered(t *testing.T, timeout time.Duration) time.Durat
 }
 
 // waitAcked waits until n more writes than now have been acknowledged.
-func (w *workload) waitAcked(t *testing.T, n int64, timeout time.Duration) {
+func (w *workload) waitAcked(t *testing.T, n int64) {
 	t.Helper()
 	target := w.acked.Load() + n
-	eventually(t, timeout, fmt.Sprintf("%d acknowledged writes", target), func() bool { return w.acked.Load() >= target })
+	testwait.Until(t, fmt.Sprintf("%d acknowledged writes", target), func() bool { return w.acked.Load() >= target })
 }
 
 // report is what verify found.
@@ -222,7 +223,7 @@ type storedSegment struct {
 // ListRemoteLogSegments returns.
 func verify(t *testing.T, dsn string, w *workload) report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 	defer cancel()
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)

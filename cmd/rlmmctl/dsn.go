@@ -22,7 +22,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
+
+// queries are rlmmctl's own statements, type-checked against the schema
+// by sqlc (queries/ generated into internal/ctldb). Everything a broker
+// does goes through the library instead.
+var queries = ctldb.New()
 
 // redactedPassword replaces passwords in echoed DSNs.
 const redactedPassword = "xxxxx"

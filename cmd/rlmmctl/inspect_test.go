@@ -1,88 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
-
-// inspectData is what seedInspectData wrote.
-type inspectData struct {
-	orders remotestorage.TopicIDPartition // a live partition
-	gone   remotestorage.TopicIDPartition // a deleted partition
-	// orders: s[0] forgotten (DELETE_SEGMENT_FINISHED), s[1] epoch 0,
-	// s[2] epochs 0 (2000-2499) and 1 (2500-2999), s[3] epoch 1,
-	// s[4] epoch 1 still COPY_SEGMENT_STARTED. gone: s[5] forgotten by
-	// DELETE_SEGMENT_FINISHED, s[6] by the partition's delete.
-	s [7]uuid.UUID
-}
-
-// seedInspectData writes segments through the library, as brokers would.
-func seedInspectData(t *testing.T, dsn string) inspectData {
-	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
-	m, err := remotestorage.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	defer m.Close()
-
-	d := inspectData{
-		orders: remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0},
-		gone:   remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "gone", Partition: 0},
-	}
-	for i := range d.s {
-		d.s[i] = uuid.New()
-	}
-	now := time.Now().UnixMilli()
-	add := func(tp remotestorage.TopicIDPartition, i int, start int64, epochs map[remotestorage.LeaderEpoch]int64, states ...remotestorage.RemoteLogSegmentState) {
-		id := remotestorage.RemoteLogSegmentID{TopicIDPartition: tp, ID: d.s[i]}
-		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
-			SegmentID: id, StartOffset: start, EndOffset: start + 999, MaxTimestampMs: now,
-			BrokerID: 1, EventTimestampMs: now, SegmentSizeInBytes: int32(1000 * (i + 1)),
-			CustomMetadata: []byte("custom-metadata"), State: remotestorage.CopySegmentStarted,
-			SegmentLeaderEpochs: epochs, TxnIndexEmpty: true,
-		}))
-		for _, st := range states {
-			require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
-				SegmentID: id, EventTimestampMs: now, State: st, BrokerID: 2,
-			}))
-		}
-	}
-	type E = map[remotestorage.LeaderEpoch]int64
-	fin := remotestorage.CopySegmentFinished
-	add(d.orders, 0, 0, E{0: 0}, fin, remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished)
-	add(d.orders, 1, 1000, E{0: 1000}, fin)
-	add(d.orders, 2, 2000, E{0: 2000, 1: 2500}, fin)
-	add(d.orders, 3, 3000, E{1: 3000}, fin)
-	add(d.orders, 4, 4000, E{1: 4000})
-	add(d.gone, 5, 0, E{0: 0}, fin)
-	add(d.gone, 6, 1000, E{0: 1000}, fin)
-	for _, st := range []remotestorage.RemotePartitionDeleteState{remotestorage.DeletePartitionMarked} {
-		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{
-			TopicIDPartition: d.gone, State: st, EventTimestampMs: now, BrokerID: 0}))
-	}
-	for _, st := range []remotestorage.RemoteLogSegmentState{remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished} {
-		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
-			SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: d.gone, ID: d.s[5]}, EventTimestampMs: now, State: st, BrokerID: 2,
-		}))
-	}
-	for _, st := range []remotestorage.RemotePartitionDeleteState{remotestorage.DeletePartitionStarted, remotestorage.DeletePartitionFinished} {
-		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{
-			TopicIDPartition: d.gone, State: st, EventTimestampMs: now, BrokerID: 2}))
-	}
-	return d
-}
 
 func TestSegmentsList(t *testing.T) {
 	t.Parallel()

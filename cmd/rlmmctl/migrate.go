@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -214,25 +215,30 @@ same build) expects.
 	}
 }
 
+// schemaVersionSQL reads the newest applied migration. The one statement
+// rlmmctl runs that sqlc does not check: goose creates the version table,
+// under the name migrations.VersionTable, so it is in no migration sqlc
+// reads.
+var schemaVersionSQL = "SELECT coalesce(max(version_id), 0) FROM " +
+	pgx.Identifier{migrations.VersionTable}.Sanitize() + " WHERE is_applied"
+
 // schemaVersion is the newest applied migration, 0 when there is no
 // version table yet (a database never migrated).
-func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+func schemaVersion(ctx context.Context, pool ctldb.DBTX) (int64, error) {
 	exists, err := versionTableExists(ctx, pool)
 	if err != nil || !exists {
 		return 0, err
 	}
 	var v int64
-	err = pool.QueryRow(ctx, "SELECT coalesce(max(version_id), 0) FROM "+
-		pgx.Identifier{migrations.VersionTable}.Sanitize()+" WHERE is_applied").Scan(&v)
+	err = pool.QueryRow(ctx, schemaVersionSQL).Scan(&v)
 	if err != nil {
 		return 0, fmt.Errorf("read the schema version: %w", err)
 	}
 	return v, nil
 }
 
-func versionTableExists(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
-	var exists bool
-	err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{migrations.VersionTable}.Sanitize()).Scan(&exists)
+func versionTableExists(ctx context.Context, pool ctldb.DBTX) (bool, error) {
+	exists, err := queries.RelationExists(ctx, pool, pgx.Identifier{migrations.VersionTable}.Sanitize())
 	if err != nil {
 		return false, fmt.Errorf("look for the version table %s: %w", migrations.VersionTable, err)
 	}
@@ -269,7 +275,7 @@ func migrationStatuses(ctx context.Context, pool *pgxpool.Pool) ([]*goose.Migrat
 
 // rollbackLosses refuses a rollback to target that would lose data (see
 // the help of migrate down), saying what would be lost.
-func rollbackLosses(ctx context.Context, pool *pgxpool.Pool, target int64) error {
+func rollbackLosses(ctx context.Context, pool ctldb.DBTX, target int64) error {
 	if target < 1 {
 		rows, err := metadataRowCount(ctx, pool)
 		if err != nil {
@@ -283,44 +289,44 @@ func rollbackLosses(ctx context.Context, pool *pgxpool.Pool, target int64) error
 	if target >= 4 {
 		return nil
 	}
-	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass('rlmm_epoch_ends') IS NOT NULL AND to_regclass('rlmm_segment_epochs') IS NOT NULL").Scan(&exists); err != nil {
+	exists, err := queries.EpochTablesExist(ctx, pool)
+	if err != nil {
 		return fmt.Errorf("look for table rlmm_epoch_ends: %w", err)
 	}
 	if !exists {
 		return nil
 	}
 	// What 00004's backfill would rebuild: the finished epoch rows still stored.
-	var lost, partitions int64
-	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT (ee.topic_id, ee.partition)) FROM rlmm_epoch_ends ee
-		LEFT JOIN LATERAL (
-		    SELECT max(e.last_offset) AS end_offset, max(e.segment_end_offset - e.segment_start_offset) AS span
-		    FROM rlmm_segment_epochs e
-		    WHERE e.topic_id = ee.topic_id AND e.partition = ee.partition AND e.epoch = ee.epoch AND e.finished_version IS NOT NULL
-		) kept ON true
-		WHERE kept.end_offset IS NULL OR ee.end_offset > kept.end_offset OR ee.max_segment_span > kept.span`).Scan(&lost, &partitions); err != nil {
+	lost, err := queries.RollbackLostEpochEnds(ctx, pool)
+	if err != nil {
 		return fmt.Errorf("compare rlmm_epoch_ends with the epoch rows: %w", err)
 	}
-	if lost > 0 {
-		return fmt.Errorf("rolling back to version %d undoes migration 4, which drops rlmm_epoch_ends; migrating up again rebuilds it only from the epoch rows still stored, and %d of its rows (in %d partitions) came from segments purged since: EpochEndOffset would answer lower, or nothing, for those epochs. Pass --force if that is what you want", target, lost, partitions)
+	if lost.Rows > 0 {
+		return fmt.Errorf("rolling back to version %d undoes migration 4, which drops rlmm_epoch_ends; migrating up again rebuilds it only from the epoch rows still stored, and %d of its rows (in %d partitions) came from segments purged since: EpochEndOffset would answer lower, or nothing, for those epochs. Pass --force if that is what you want", target, lost.Rows, lost.Partitions)
 	}
 	return nil
 }
 
 // metadataRowCount counts the rows of the remotestorage tables that exist.
-func metadataRowCount(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+func metadataRowCount(ctx context.Context, pool ctldb.DBTX) (int64, error) {
 	var total int64
-	for _, table := range []string{"rlmm_partitions", "rlmm_segments"} {
-		var exists bool
-		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
-			return 0, fmt.Errorf("look for table %s: %w", table, err)
+	for _, table := range []struct {
+		name  string
+		count func(context.Context, ctldb.DBTX) (int64, error)
+	}{
+		{"rlmm_partitions", queries.PartitionRowCount},
+		{"rlmm_segments", queries.SegmentRowCount},
+	} {
+		exists, err := queries.RelationExists(ctx, pool, table.name)
+		if err != nil {
+			return 0, fmt.Errorf("look for table %s: %w", table.name, err)
 		}
 		if !exists {
 			continue
 		}
-		var n int64
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&n); err != nil {
-			return 0, fmt.Errorf("count the rows of %s: %w", table, err)
+		n, err := table.count(ctx, pool)
+		if err != nil {
+			return 0, fmt.Errorf("count the rows of %s: %w", table.name, err)
 		}
 		total += n
 	}

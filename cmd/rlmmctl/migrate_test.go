@@ -121,12 +121,8 @@ func TestMigrateSQL(t *testing.T) {
 	require.NotContains(t, status, "pending")
 	require.Contains(t, ok(t, dsn, "migrate", "up"), fmt.Sprintf("already at version %d", remotestorage.SchemaVersion))
 
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
-	m, err := remotestorage.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	m.Close()
+	_, _, closeManager := testManager(t, dsn) // the library accepts the schema
+	closeManager()
 }
 
 func TestParseUpSection(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage"
@@ -46,18 +45,14 @@ func TestOneClusterOfSeveral(t *testing.T) {
 	tp := remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
 	ids := map[string]uuid.UUID{}
 	for _, schemaDSN := range []string{dsnA, dsnB} {
-		pool, err := pgxpool.New(ctx, schemaDSN)
-		require.NoError(t, err)
-		m, err := remotestorage.NewPgManager(ctx, pool)
-		require.NoError(t, err)
+		_, m, closeManager := testManager(t, schemaDSN)
 		id := remotestorage.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()}
 		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
 			SegmentID: id, EndOffset: 99, State: remotestorage.CopySegmentStarted,
 			SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 0},
 		}))
 		ids[schemaDSN] = id.ID
-		m.Close()
-		pool.Close()
+		closeManager()
 	}
 
 	listA := ok(t, dsnA, "segments", "list", "--topic", "orders", "--partition", "0")

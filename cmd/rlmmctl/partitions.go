@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
 
 // partitionSummary is one line of `partitions list`.
@@ -45,56 +45,43 @@ type partitionFilter struct {
 }
 
 // listPartitions aggregates the tables per partition.
-func listPartitions(ctx context.Context, pool *pgxpool.Pool, f partitionFilter) ([]partitionSummary, error) {
+func listPartitions(ctx context.Context, pool ctldb.DBTX, f partitionFilter) ([]partitionSummary, error) {
 	var topic *string
 	if f.topic != "" {
 		topic = &f.topic
 	}
-	var topicID *uuid.UUID
-	if f.topicID != uuid.Nil {
-		topicID = &f.topicID
+	// The topic ids to summarise, found through an index each.
+	var ids []uuid.UUID
+	var err error
+	switch {
+	case f.topicID != uuid.Nil:
+		ids = []uuid.UUID{f.topicID}
+	case topic != nil:
+		ids, err = queries.PartitionTopicIDs(ctx, pool, *topic)
+	default:
+		ids, err = queries.AllTopicIDs(ctx, pool)
 	}
-	rows, err := pool.Query(ctx, `
-		SELECT p.topic, p.topic_id, p.partition,
-		       count(s.segment_id) FILTER (WHERE s.state = 0),
-		       count(s.segment_id) FILTER (WHERE s.state = 1),
-		       count(s.segment_id) FILTER (WHERE s.state = 2),
-		       count(s.segment_id) FILTER (WHERE s.state = 3),
-		       coalesce(sum(s.segment_size_bytes) FILTER (
-		           WHERE s.state IN (0, 1, 2) AND p.delete_state IS DISTINCT FROM 2), 0)::bigint,
-		       p.delete_state,
-		       greatest(p.updated_at, max(s.updated_at))
-		FROM rlmm_partitions p
-		LEFT JOIN rlmm_segments s ON s.topic_id = p.topic_id AND s.partition = p.partition
-		WHERE ($1::text IS NULL OR p.topic = $1) AND ($2::uuid IS NULL OR p.topic_id = $2)
-		GROUP BY p.topic_id, p.partition
-		ORDER BY p.topic, p.topic_id, p.partition`, topic, topicID)
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
-	defer rows.Close()
-	out := []partitionSummary{}
-	for rows.Next() {
-		var p partitionSummary
-		var counts [4]int64
-		var deleteState *int16
-		if err := rows.Scan(&p.Topic, &p.TopicID, &p.Partition, &counts[0], &counts[1], &counts[2], &counts[3],
-			&p.LiveBytes, &deleteState, &p.LastChange); err != nil {
-			return nil, fmt.Errorf("list partitions: %w", err)
-		}
-		p.TopicIDKafka = kafkaTopicID(p.TopicID)
+	rows, err := queries.PartitionsSummary(ctx, pool, ctldb.PartitionsSummaryParams{TopicIds: ids, Topic: topic})
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	out := make([]partitionSummary, 0, len(rows))
+	for _, r := range rows {
+		p := partitionSummary{Topic: r.Topic, TopicID: r.TopicID, TopicIDKafka: kafkaTopicID(r.TopicID),
+			Partition: r.Partition, LiveBytes: r.LiveBytes, LastChange: r.LastChange}
+		counts := [...]int64{r.CopyStarted, r.CopyFinished, r.DeleteStarted, r.DeleteFinished}
 		p.Segments = make(map[string]int64, len(counts))
 		for i, n := range counts {
 			p.Segments[remotestorage.RemoteLogSegmentState(i).String()] = n
 		}
 		p.DeleteState = "NONE"
-		if deleteState != nil {
-			p.DeleteState = remotestorage.RemotePartitionDeleteState(*deleteState).String()
+		if r.DeleteState != nil {
+			p.DeleteState = remotestorage.RemotePartitionDeleteState(*r.DeleteState).String()
 		}
 		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list partitions: %w", err)
 	}
 	return out, nil
 }

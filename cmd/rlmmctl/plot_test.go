@@ -3,98 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"fmt"
 	"image/png"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
-
-// svgElement is one element of a parsed SVG: its name, attributes and
-// the classes of its ancestors.
-type svgElement struct {
-	name   string
-	attrs  map[string]string
-	parent *svgElement
-}
-
-// parseSVG checks that the SVG is well-formed XML and returns its elements.
-func parseSVG(t *testing.T, data []byte) []*svgElement {
-	t.Helper()
-	dec := xml.NewDecoder(bytes.NewReader(data))
-	var out, stack []*svgElement
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err, "the SVG is not well-formed XML")
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			e := &svgElement{name: tok.Name.Local, attrs: map[string]string{}}
-			for _, a := range tok.Attr {
-				e.attrs[a.Name.Local] = a.Value
-			}
-			if len(stack) > 0 {
-				e.parent = stack[len(stack)-1]
-			}
-			if len(out) == 0 {
-				require.Equal(t, "svg", e.name)
-				require.Equal(t, "http://www.w3.org/2000/svg", tok.Name.Space)
-			}
-			out = append(out, e)
-			stack = append(stack, e)
-		case xml.EndElement:
-			stack = stack[:len(stack)-1]
-		}
-	}
-	require.Empty(t, stack)
-	return out
-}
-
-func byClass(els []*svgElement, class string) []*svgElement {
-	var out []*svgElement
-	for _, e := range els {
-		if e.attrs["class"] == class {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func attrFloat(t *testing.T, e *svgElement, name string) float64 {
-	t.Helper()
-	f, err := strconv.ParseFloat(e.attrs[name], 64)
-	require.NoError(t, err, "%s=%q", name, e.attrs[name])
-	return f
-}
-
-func attrInt(t *testing.T, e *svgElement, name string) int64 {
-	t.Helper()
-	n, err := strconv.ParseInt(e.attrs[name], 10, 64)
-	require.NoError(t, err, "%s=%q", name, e.attrs[name])
-	return n
-}
-
-type E = map[remotestorage.LeaderEpoch]int64
-
-func seg(start, end int64, st remotestorage.RemoteLogSegmentState, epochs E) plotSegment {
-	return plotSegmentOf(remotestorage.RemoteLogSegmentMetadata{
-		SegmentID:   remotestorage.RemoteLogSegmentID{ID: uuid.New()},
-		StartOffset: start, EndOffset: end, State: st, SegmentLeaderEpochs: epochs})
-}
 
 // tenSegments: a leadership change inside segment 2, a gap 4000-4999, an
 // upload overlapping segment 5 (shadowed), one still copying, one being

@@ -17,21 +17,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
-
-// purgeCandidates is the FROM/WHERE of the dry run: the segments
-// PurgeForgotten deletes for the cutoff $1 (queries/purge.sql): in
-// DELETE_SEGMENT_FINISHED since before it, or of a partition in
-// DELETE_PARTITION_FINISHED since before it.
-const purgeCandidates = `
-		FROM rlmm_segments s
-		JOIN rlmm_partitions p ON p.topic_id = s.topic_id AND p.partition = s.partition
-		WHERE (s.state = 3 AND s.updated_at <= $1) OR (p.delete_state = 2 AND p.updated_at <= $1)`
 
 // purgeTotals is what purge did, or would do, to one topic.
 type purgeTotals struct {
@@ -92,8 +82,8 @@ next run gets them), so purge can run while brokers work.
 			defer pool.Close()
 			// One cutoff for the whole run, from the database's clock, which
 			// is the clock that wrote updated_at.
-			var cutoff time.Time
-			if err := pool.QueryRow(ctx, `SELECT now() - make_interval(secs => $1)`, olderThan.Seconds()).Scan(&cutoff); err != nil {
+			cutoff, err := queries.PurgeCutoff(ctx, pool, olderThan.Seconds())
+			if err != nil {
 				return fmt.Errorf("compute the cutoff: %w", err)
 			}
 			fmt.Fprintf(a.stdout, "forgotten segments whose retention of %s ended (forgotten before %s UTC)\n",
@@ -161,30 +151,17 @@ func (a *app) writePurgeReport(totals []purgeTotals, verb string) {
 		verb, sum.segments, len(totals), humanBytes(sum.segmentBytes), sum.epochRows, humanBytes(sum.customMetadata))
 }
 
-// previewPurge reports what PurgeForgotten would purge, per topic.
-func previewPurge(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) ([]purgeTotals, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT s.topic, s.topic_id, count(*),
-		       coalesce(sum(s.segment_size_bytes), 0)::bigint,
-		       coalesce(sum(ec.n), 0)::bigint,
-		       coalesce(sum(octet_length(s.custom_metadata)), 0)::bigint
-		FROM (SELECT s.* `+purgeCandidates+`) s
-		CROSS JOIN LATERAL (
-		    SELECT count(*) AS n FROM rlmm_segment_epochs e
-		    WHERE e.topic_id = s.topic_id AND e.partition = s.partition AND e.segment_id = s.segment_id) ec
-		GROUP BY s.topic, s.topic_id`, cutoff)
+// previewPurge reports what PurgeForgotten would purge for the cutoff, per
+// topic (queries/purge.sql says which segments those are).
+func previewPurge(ctx context.Context, pool ctldb.DBTX, cutoff time.Time) ([]purgeTotals, error) {
+	rows, err := queries.PurgePreview(ctx, pool, cutoff)
 	if err != nil {
 		return nil, fmt.Errorf("preview the purge: %w", err)
 	}
-	var t purgeTotals
 	var out []purgeTotals
-	_, err = pgx.ForEachRow(rows, []any{&t.topic, &t.topicID, &t.segments, &t.segmentBytes, &t.epochRows, &t.customMetadata},
-		func() error {
-			out = append(out, t)
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("preview the purge: %w", err)
+	for _, r := range rows {
+		out = append(out, purgeTotals{topic: r.Topic, topicID: r.TopicID, segments: r.Segments,
+			segmentBytes: r.SegmentBytes, epochRows: r.EpochRows, customMetadata: r.CustomMetadataBytes})
 	}
 	return out, nil
 }

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // purge --drop-ids deletes the row of a forgotten segment that a cache has
@@ -23,12 +22,8 @@ func TestPurgeDropIDsKeepsCachesHonest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
-	writer, err := remotestorage.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	defer writer.Close()
+	pool, writer, closeWriter := testManager(t, dsn)
+	defer closeWriter()
 	// The lagging cache: no poll, and its listener dials a port where
 	// nobody listens, so it hears no notification: only CaughtUp makes it
 	// catch up.
@@ -53,16 +48,11 @@ func TestPurgeDropIDsKeepsCachesHonest(t *testing.T) {
 	require.NoError(t, cached.OnPartitionLeadershipChanges(ctx, []remotestorage.TopicIDPartition{tp}, nil))
 	caughtUp := func() {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute) // only keeps a stuck cache from hanging the test
-		for {
+		testwait.Until(t, "the cache to catch up", func() bool {
 			up, err := cached.CaughtUp(ctx, tp)
-			if err == nil && up {
-				return
-			}
 			require.True(t, err == nil || errors.Is(err, remotestorage.ErrNotReady), "%v", err)
-			require.False(t, time.Now().After(deadline), "the cache never caught up")
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err == nil && up
+		})
 	}
 	caughtUp()
 	_, found, err := cached.RemoteLogSegmentMetadata(ctx, tp, 0, 1500)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage"
@@ -17,16 +16,12 @@ func TestPurge(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
 	d := seedInspectData(t, dsn)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
-	m, err := remotestorage.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	defer m.Close()
+	pool, m, closeManager := testManager(t, dsn)
+	defer closeManager()
 
 	// Forgotten ten days ago: s0 (its own delete) and the deleted partition
 	// (s5, s6). Forgotten now, so kept by a week's retention: s7.
-	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '10 days' WHERE segment_id = ANY($1)`,
+	_, err := pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '10 days' WHERE segment_id = ANY($1)`,
 		[]uuid.UUID{d.s[0], d.s[5]})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE rlmm_partitions SET updated_at = now() - interval '10 days' WHERE topic_id = $1`, d.gone.TopicID)

@@ -40,21 +40,22 @@ need on the remotestorage tables of one schema. No database is needed.
   <prefix>owner     owns the tables and runs the migrations: CREATE on the
                     schema; tables it creates are granted to the others by
                     default privileges.
-  <prefix>app       what brokers (PgManager) log in as: SELECT, INSERT and
-                    UPDATE on rlmm_partitions, rlmm_segments, rlmm_epoch_ends and
-                    rlmm_segment_epochs, SELECT on the other tables and views
-                    (version table, state lookup tables); no DELETE,
-                    TRUNCATE, ALTER or DROP, and no sequence. Enough for
+  <prefix>app       what brokers (PgManager) log in as: SELECT on every table
+                    and view; INSERT and UPDATE on rlmm_partitions,
+                    rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends and
+                    rlmm_data_generation; DELETE on rlmm_segments,
+                    rlmm_segment_epochs and rlmm_epoch_ends, for purging
+                    forgotten segments (PgManager purges in the background,
+                    and "rlmmctl purge" runs the same code). No TRUNCATE,
+                    ALTER or DROP, and no sequence. Enough for
                     remotestorage.Migrate at a broker's start: on a schema
                     that is up to date it only reads.
   <prefix>readonly  SELECT on the tables and views, for DBAs and dashboards.
 
-"rlmmctl purge" deletes rows: run it as the owner.
-
 Run the SQL as a superuser in the database of the remotestorage tables,
 before the first migration and again after each one: it is idempotent, hands
 tables, views and functions created by other roles to the owner, and
-narrows the application role to writing the three data tables (default
+narrows the application role to the writes listed above (default
 privileges give it write access to every new table, so that brokers work
 right after a migration). Then create login roles as
 members, for example:

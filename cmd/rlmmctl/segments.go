@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
 
 func (a *app) segmentsCommand() *cobra.Command {
@@ -235,50 +235,38 @@ Exits with status 3 and "not found" when no segment has that id.
 }
 
 // getSegment reads one segment and its partition's delete state.
-func getSegment(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (segmentView, error) {
-	var (
-		m           remotestorage.RemoteLogSegmentMetadata
-		state       int16
-		epochs      []int32
-		starts      []int64
-		deleteState *int16
-		created     time.Time
-		updated     time.Time
-	)
-	tp := &m.SegmentID.TopicIDPartition
-	err := pool.QueryRow(ctx, `
-		SELECT s.topic_id, s.topic, s.partition, s.segment_id, s.start_offset, s.end_offset,
-		       s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes,
-		       s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets,
-		       p.delete_state, s.created_at, s.updated_at
-		FROM rlmm_segments s
-		JOIN rlmm_partitions p ON p.topic_id = s.topic_id AND p.partition = s.partition
-		WHERE s.segment_id = $1`, id).Scan(
-		&tp.TopicID, &tp.Topic, &tp.Partition, &m.SegmentID.ID, &m.StartOffset, &m.EndOffset,
-		&m.MaxTimestampMs, &m.BrokerID, &m.EventTimestampMs, &m.SegmentSizeInBytes,
-		&m.CustomMetadata, &state, &m.TxnIndexEmpty, &epochs, &starts,
-		&deleteState, &created, &updated)
+func getSegment(ctx context.Context, pool ctldb.DBTX, id uuid.UUID) (segmentView, error) {
+	r, err := queries.SegmentGet(ctx, pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return segmentView{}, notFoundErrorf("segment %s not found", id)
 	}
 	if err != nil {
 		return segmentView{}, fmt.Errorf("read segment %s: %w", id, err)
 	}
-	m.State = remotestorage.RemoteLogSegmentState(state)
-	m.SegmentLeaderEpochs = make(map[remotestorage.LeaderEpoch]int64, len(epochs))
-	for i, e := range epochs {
-		m.SegmentLeaderEpochs[remotestorage.LeaderEpoch(e)] = starts[i]
+	m := remotestorage.RemoteLogSegmentMetadata{
+		SegmentID: remotestorage.RemoteLogSegmentID{
+			TopicIDPartition: remotestorage.TopicIDPartition{TopicID: r.TopicID, Topic: r.Topic, Partition: r.Partition},
+			ID:               r.SegmentID,
+		},
+		StartOffset: r.StartOffset, EndOffset: r.EndOffset,
+		MaxTimestampMs: r.MaxTimestampMs, BrokerID: r.BrokerID, EventTimestampMs: r.EventTimestampMs,
+		SegmentSizeInBytes: r.SegmentSizeBytes, CustomMetadata: r.CustomMetadata,
+		State: remotestorage.RemoteLogSegmentState(r.State), TxnIndexEmpty: r.TxnIndexEmpty,
+		SegmentLeaderEpochs: make(map[remotestorage.LeaderEpoch]int64, len(r.Epochs)),
+	}
+	for i, e := range r.Epochs {
+		m.SegmentLeaderEpochs[remotestorage.LeaderEpoch(e)] = r.EpochStartOffsets[i]
 	}
 	v := viewSegment(m)
 	v.PartitionDeleteState = "NONE"
 	partitionGone := false
-	if deleteState != nil {
-		ds := remotestorage.RemotePartitionDeleteState(*deleteState)
+	if r.DeleteState != nil {
+		ds := remotestorage.RemotePartitionDeleteState(*r.DeleteState)
 		v.PartitionDeleteState = ds.String()
 		partitionGone = ds == remotestorage.DeletePartitionFinished
 	}
 	forgotten := m.State == remotestorage.DeleteSegmentFinished || partitionGone
 	v.Forgotten = &forgotten
-	v.CreatedAt, v.UpdatedAt = &created, &updated
+	v.CreatedAt, v.UpdatedAt = &r.CreatedAt, &r.UpdatedAt
 	return v, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
 
 // operatorBrokerID is the broker id recorded for a repair unless
@@ -96,16 +97,15 @@ write failed; 3 when no segment has that id, or its partition was deleted.
 			// The library addresses a segment by its partition too.
 			segID := remotestorage.RemoteLogSegmentID{ID: id}
 			tp := &segID.TopicIDPartition
-			var current int16
-			err = pool.QueryRow(ctx, `SELECT topic_id, topic, partition, state FROM rlmm_segments WHERE segment_id = $1`, id).
-				Scan(&tp.TopicID, &tp.Topic, &tp.Partition, &current)
+			loc, err := queries.SegmentLocate(ctx, pool, id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFoundErrorf("segment %s not found", id)
 			}
 			if err != nil {
 				return fmt.Errorf("read segment %s: %w", id, err)
 			}
-			from := remotestorage.RemoteLogSegmentState(current)
+			tp.TopicID, tp.Topic, tp.Partition = loc.TopicID, loc.Topic, loc.Partition
+			from := remotestorage.RemoteLogSegmentState(loc.State)
 
 			err = m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
 				SegmentID: segID, State: state, BrokerID: brokerID, EventTimestampMs: eventTimeMs,
@@ -189,8 +189,7 @@ heard of the partition.
 			}
 			defer op.Close()
 			pool, m, tp := op.pool, op.m, op.tp
-			var current *int16
-			err = pool.QueryRow(ctx, `SELECT delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition).Scan(&current)
+			current, err := queries.PartitionDeleteState(ctx, pool, ctldb.PartitionDeleteStateParams{TopicID: tp.TopicID, Partition: tp.Partition})
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFoundErrorf("no partition %s in the store: nothing to repair", partitionLabel(tp))
 			}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/cmd/rlmmctl/internal/ctldb"
 )
 
 // kafkaTopicIDLen is the length of a topic id in Kafka's base64 form.
@@ -101,10 +101,13 @@ func (f *partitionFlags) validate(cmd *cobra.Command) error {
 
 // resolve returns the partition, with its topic name when the database
 // knows it (the library's queries need only the id; the name is for people).
-func (f *partitionFlags) resolve(ctx context.Context, pool *pgxpool.Pool) (remotestorage.TopicIDPartition, error) {
+func (f *partitionFlags) resolve(ctx context.Context, pool ctldb.DBTX) (remotestorage.TopicIDPartition, error) {
 	tp := remotestorage.TopicIDPartition{TopicID: f.parsedID, Topic: f.topic, Partition: f.partition}
 	if f.topic == "" {
-		err := pool.QueryRow(ctx, `SELECT topic FROM rlmm_partitions WHERE topic_id = $1 LIMIT 1`, tp.TopicID).Scan(&tp.Topic)
+		name, err := queries.PartitionTopicName(ctx, pool, tp.TopicID)
+		if err == nil {
+			tp.Topic = name
+		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return tp, fmt.Errorf("read the topic name of %s: %w", tp.TopicID, err)
 		}
@@ -112,11 +115,7 @@ func (f *partitionFlags) resolve(ctx context.Context, pool *pgxpool.Pool) (remot
 	}
 	// A deleted and recreated topic keeps its name but gets a new id, so a
 	// name can stand for several ids.
-	rows, err := pool.Query(ctx, `SELECT DISTINCT topic_id FROM rlmm_partitions WHERE topic = $1`, f.topic)
-	if err != nil {
-		return tp, fmt.Errorf("look up topic %q: %w", f.topic, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := queries.PartitionTopicIDs(ctx, pool, f.topic)
 	if err != nil {
 		return tp, fmt.Errorf("look up topic %q: %w", f.topic, err)
 	}

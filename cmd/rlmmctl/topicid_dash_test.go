@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage"
@@ -34,12 +33,8 @@ func TestTopicIDStartingWithDash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
-	m, err := remotestorage.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	defer m.Close()
+	_, m, closeManager := testManager(t, dsn)
+	defer closeManager()
 
 	for _, second := range []string{"", "n", "o", "h", "-"} {
 		id := dashTopicID(t, second)

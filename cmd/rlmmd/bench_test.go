@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/krabka/remotestorage/internal/testwait"
 	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
 )
 
@@ -37,13 +38,10 @@ func BenchmarkLookup(b *testing.B) {
 		_, err = bundle.client.UpdateSegment(ctx, &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{Id: s.Id, State: pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_FINISHED, BrokerId: 1}})
 		require.NoError(b, err)
 	}
-	for {
+	testwait.Until(b, "the cache caught up", func() bool {
 		up, err := bundle.d.manager.CaughtUp(ctx, rtp)
-		if err == nil && up {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && up
+	})
 	lookups := map[string]func(off int64) error{
 		"library": func(off int64) error {
 			_, found, err := bundle.d.manager.RemoteLogSegmentMetadata(ctx, rtp, 0, off)

@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -28,112 +27,11 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// testTimeout bounds every wait of these tests.
-const testTimeout = 30 * time.Second
-
-type bundle struct {
-	d      *daemon
-	dsn    string
-	client pb.RemoteLogMetadataServiceClient
-	conn   *grpc.ClientConn
-}
-
-// startDaemon runs rlmmd in process on a fresh database, with edit applied to
-// its configuration, and a client connected to it.
-func startDaemon(t *testing.T, edit func(*config)) bundle {
-	t.Helper()
-	return startDaemonTB(t, edit)
-}
-
-func startDaemonTB(t testing.TB, edit func(*config)) bundle {
-	t.Helper()
-	dsn := pgtest.NewDatabase(t)
-	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
-	cfg.listen = "127.0.0.1:0"
-	cfg.metricsListen = "127.0.0.1:0"
-	cfg.databaseURL, cfg.databaseFrom = dsn, "the test"
-	if edit != nil {
-		edit(&cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	d, err := start(ctx, cfg, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	t.Cleanup(d.Stop)
-	b := bundle{d: d, dsn: dsn}
-	if cfg.tlsCert == "" {
-		b.conn = dial(t, d.Addr(), insecure.NewCredentials())
-		b.client = pb.NewRemoteLogMetadataServiceClient(b.conn)
-	}
-	return b
-}
-
-func dial(t testing.TB, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
-
-func callCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func newTP() *pb.TopicIdPartition {
-	id := uuid.New()
-	return &pb.TopicIdPartition{TopicId: id[:], Topic: "orders", Partition: 3}
-}
-
-func newSegment(tp *pb.TopicIdPartition, start, end int64, epochs ...*pb.EpochStart) *pb.Segment {
-	id := uuid.New()
-	return &pb.Segment{
-		Id:                  &pb.SegmentId{TopicIdPartition: tp, Id: id[:]},
-		StartOffset:         start,
-		EndOffset:           end,
-		MaxTimestampMs:      1000 + end,
-		BrokerId:            1,
-		EventTimestampMs:    5,
-		SegmentSizeInBytes:  100,
-		State:               pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_STARTED,
-		SegmentLeaderEpochs: epochs,
-		TxnIndexEmpty:       true,
-	}
-}
-
-func finish(t *testing.T, c pb.RemoteLogMetadataServiceClient, s *pb.Segment) {
-	t.Helper()
-	_, err := c.UpdateSegment(callCtx(t), &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{
-		Id: s.Id, EventTimestampMs: 6, State: pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_FINISHED, BrokerId: 1,
-	}})
-	require.NoError(t, err)
-	s.State, s.EventTimestampMs = pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_FINISHED, 6
-}
-
-func listAll(t *testing.T, c pb.RemoteLogMetadataServiceClient, req *pb.ListSegmentsRequest) ([]*pb.Segment, int) {
-	t.Helper()
-	stream, err := c.ListSegments(callCtx(t), req)
-	require.NoError(t, err)
-	var out []*pb.Segment
-	messages := 0
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, messages
-		}
-		require.NoError(t, err)
-		messages++
-		out = append(out, resp.Segments...)
-	}
-}
 
 // TestServiceRoundTrip drives every method through gRPC against PostgreSQL
 // and checks the answers are the library's.
@@ -235,17 +133,6 @@ func TestServiceRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// requireStatus checks a call failed with code and an ErrorDetail naming
-// sentinel, outcome as given.
-func requireStatus(t *testing.T, err error, code codes.Code, sentinel error, outcomeUnknown bool) {
-	t.Helper()
-	require.Error(t, err)
-	require.Equal(t, code, status.Code(err), "%v", err)
-	gotSentinel, gotUnknown := errorFromStatus(err)
-	require.Equal(t, sentinel, gotSentinel, "%v", err)
-	require.Equal(t, outcomeUnknown, gotUnknown, "%v", err)
-}
-
 // TestErrorsKeepTheSentinel: each refusal of the library reaches the client
 // as its status code, with the sentinel and OutcomeUnknown in the details.
 func TestErrorsKeepTheSentinel(t *testing.T) {
@@ -290,49 +177,6 @@ func TestErrorsKeepTheSentinel(t *testing.T) {
 	twice := newSegment(tp, 10, 19, &pb.EpochStart{Epoch: 0, StartOffset: 10}, &pb.EpochStart{Epoch: 0, StartOffset: 12})
 	_, err = c.AddSegment(ctx, &pb.AddSegmentRequest{Segment: twice})
 	requireStatus(t, err, codes.InvalidArgument, rs.ErrInvalidAdd, false)
-}
-
-// lockSegment holds a row lock on every segment row of the database until
-// the returned release is called: a write of a segment waits for it.
-func lockSegment(t *testing.T, dsn string) (release func()) {
-	t.Helper()
-	ctx := callCtx(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, "SELECT 1 FROM rlmm_segments FOR UPDATE")
-	require.NoError(t, err)
-	return func() {
-		_ = tx.Rollback(ctx)
-		pool.Close()
-	}
-}
-
-// waitForLockWait waits until a statement of the database waits on a lock.
-func waitForLockWait(t *testing.T, dsn string) { waitForLockWaits(t, dsn, true) }
-
-// waitForLockWaits waits until a statement of the database waits on a lock
-// (want true), or until none does (want false).
-func waitForLockWaits(t *testing.T, dsn string, want bool) {
-	t.Helper()
-	ctx := callCtx(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
-	for {
-		var waiting bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting))
-		if waiting == want {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting on a lock: %v, want %v", waiting, want)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }
 
 // TestDeadline: a write whose deadline ends while PostgreSQL runs it fails
@@ -399,8 +243,9 @@ func TestGracefulStop(t *testing.T) {
 	require.NoError(t, err)
 	release := lockSegment(t, b.dsn)
 	inFlight := make(chan error, 1)
+	ctx := callCtx(t)
 	go func() {
-		_, err := c.UpdateSegment(callCtx(t), &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{Id: s.Id, State: pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_FINISHED}})
+		_, err := c.UpdateSegment(ctx, &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{Id: s.Id, State: pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_FINISHED}})
 		inFlight <- err
 	}()
 	waitForLockWait(t, b.dsn)
@@ -412,14 +257,14 @@ func TestGracefulStop(t *testing.T) {
 	// New calls are refused once the stop began (a new connection finds
 	// no listener).
 	other := pb.NewRemoteLogMetadataServiceClient(dial(t, b.d.Addr(), insecure.NewCredentials()))
-	for {
-		_, err := other.CaughtUp(callCtx(t), &pb.CaughtUpRequest{TopicIdPartition: tp})
+	testwait.Until(t, "new calls refused after the stop began", func() bool {
+		_, err := other.CaughtUp(ctx, &pb.CaughtUpRequest{TopicIdPartition: tp})
 		if status.Code(err) == codes.Unavailable {
-			break
+			return true
 		}
 		require.NoError(t, err, "before the stop took hold")
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	select {
 	case <-stopped:
 		t.Fatal("the stop finished before the call in flight")

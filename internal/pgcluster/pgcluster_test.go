@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/remotestorage/internal/pgcluster"
+	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // These tests start their own clusters (about 1.5–2 s each here) and do not
@@ -26,26 +27,6 @@ func TestMain(m *testing.M) {
 		watchdogHelper()
 	}
 	os.Exit(m.Run())
-}
-
-func start(t *testing.T, opts pgcluster.Options) *pgcluster.Cluster {
-	t.Helper()
-	c, err := pgcluster.Start(context.Background(), opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Stop()) })
-	return c
-}
-
-func queryInt(t *testing.T, dsn, sql string) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var n int
-	require.NoError(t, conn.QueryRow(ctx, sql).Scan(&n))
-	return n
 }
 
 func exec1(t *testing.T, dsn, sql string) {
@@ -135,7 +116,7 @@ func TestKillAndRestart(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 
-	killCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	killCtx, cancel := context.WithTimeout(ctx, testwait.Timeout(t))
 	defer cancel()
 	killStart := time.Now()
 	require.NoError(t, c.Kill(killCtx))
@@ -205,16 +186,17 @@ func TestWatchdogCleansUpAfterOwnerDeath(t *testing.T) {
 	require.True(t, errors.As(err, &exitErr), "helper: %v", err)
 	require.NotEmpty(t, dataDir, "the helper did not report a cluster")
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, statErr := os.Stat(dataDir)
-		alive := syscall.Kill(pid, 0) == nil
-		if os.IsNotExist(statErr) && !alive {
-			break
+	var dirExists, alive bool
+	defer func() {
+		if t.Failed() {
+			t.Logf("data dir exists: %v, postmaster alive: %v", dirExists, alive)
 		}
-		require.True(t, time.Now().Before(deadline), "data dir exists: %v, postmaster alive: %v", statErr == nil, alive)
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	testwait.Until(t, "the watchdog to remove the data dir and stop the postmaster", func() bool {
+		_, statErr := os.Stat(dataDir)
+		dirExists, alive = !os.IsNotExist(statErr), syscall.Kill(pid, 0) == nil
+		return !dirExists && !alive
+	})
 }
 
 // watchdogHelper is the child process of TestWatchdogCleansUpAfterOwnerDeath:

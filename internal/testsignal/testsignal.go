@@ -18,21 +18,16 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-)
 
-// Timeout bounds every WaitOrTimeout. It is generous: a busy machine makes
-// events slow, never lost.
-const Timeout = 10 * time.Second
+	"github.com/krabka/remotestorage/internal/testwait"
+)
 
 // buffer is how many unconsumed events a Signal keeps.
 const buffer = 64
 
 // TB is the part of testing.TB a Signal uses (so that the library does not
 // link package testing).
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-}
+type TB = testwait.TB
 
 // Signal carries events of type T from the code to a test. The zero value
 // is ready to use and ignores every event until Init. It is safe for
@@ -62,20 +57,20 @@ func (s *Signal[T]) Signal(val T) {
 }
 
 // WaitOrTimeout returns the oldest event not yet returned, waiting for one
-// for at most Timeout; then it fails tb. It fails tb at once when Init was
-// not called.
+// for at most the tests' one timeout (testwait.Timeout); then it fails tb.
+// It fails tb at once when Init was not called.
 func (s *Signal[T]) WaitOrTimeout(tb TB) T {
 	tb.Helper()
-	val, _ := s.wait(tb, time.Now().Add(Timeout), "")
+	val, _ := s.wait(tb, time.Now().Add(testwait.Timeout(tb)), "")
 	return val
 }
 
 // WaitUntil waits, one event at a time, until cond holds, checking it first
 // so that a state reached before the wait needs no event. It fails tb,
-// naming what, when cond still does not hold after Timeout.
+// naming what, when cond still does not hold after testwait.Timeout.
 func (s *Signal[T]) WaitUntil(tb TB, what string, cond func() bool) {
 	tb.Helper()
-	s.waitUntil(tb, time.Now().Add(Timeout), what, cond)
+	s.waitUntil(tb, time.Now().Add(testwait.Timeout(tb)), what, cond)
 }
 
 func (s *Signal[T]) waitUntil(tb TB, deadline time.Time, what string, cond func() bool) {
@@ -105,7 +100,7 @@ func (s *Signal[T]) wait(tb TB, deadline time.Time, what string) (T, bool) {
 	case val := <-*ch:
 		return val, true
 	case <-timer.C:
-		tb.Fatalf("testsignal: not within %s: %s", Timeout, what)
+		tb.Fatalf("testsignal: not by the test timeout: %s", what)
 		return zero, false
 	}
 }

@@ -1,0 +1,625 @@
+// Helpers shared by the root package's tests and benchmarks.
+
+package remotestorage_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testsignal"
+	"github.com/krabka/remotestorage/internal/testwait"
+	"github.com/krabka/remotestorage/migrations"
+)
+
+// Segments and updates.
+
+func testTP(partition int32) rs.TopicIDPartition {
+	return rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: partition}
+}
+
+func segment(tp rs.TopicIDPartition, start, end int64, epochs map[rs.LeaderEpoch]int64) rs.RemoteLogSegmentMetadata {
+	return rs.RemoteLogSegmentMetadata{
+		SegmentID:           rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
+		StartOffset:         start,
+		EndOffset:           end,
+		SegmentSizeInBytes:  1024,
+		State:               rs.CopySegmentStarted,
+		SegmentLeaderEpochs: epochs,
+		TxnIndexEmpty:       true,
+	}
+}
+
+func update(s rs.RemoteLogSegmentMetadata, state rs.RemoteLogSegmentState) rs.RemoteLogSegmentMetadataUpdate {
+	return rs.RemoteLogSegmentMetadataUpdate{SegmentID: s.SegmentID, State: state, BrokerID: 1, EventTimestampMs: 1}
+}
+
+// writeFinished adds and finishes a segment through m.
+func writeFinished(t *testing.T, m rs.RemoteLogMetadataManager, tp rs.TopicIDPartition, start, end int64) rs.RemoteLogSegmentMetadata {
+	t.Helper()
+	s := segment(tp, start, end, map[rs.LeaderEpoch]int64{0: start})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(t.Context(), s))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(t.Context(), update(s, rs.CopySegmentFinished)))
+	return s
+}
+
+func ids(list []rs.RemoteLogSegmentMetadata) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = s.SegmentID.ID.String() + "/" + s.State.String()
+	}
+	return out
+}
+
+func expectMiss(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {
+	if err == nil && ok {
+		return fmt.Errorf("expected a miss, got segment %d..%d", s.StartOffset, s.EndOffset)
+	}
+	return err
+}
+
+// Managers, pools and migrations.
+
+// newPool opens a pool on dsn, closed when the test ends. maxConns 0 keeps
+// pgxpool's default size; configure sets the pool up with ConfigurePool.
+func newPool(t testing.TB, dsn string, maxConns int, configure bool) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	if maxConns > 0 {
+		cfg.MaxConns = int32(maxConns)
+	}
+	if configure {
+		rs.ConfigurePool(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// newManager returns a PgManager with opts on pool, closed when the test
+// ends.
+func newManager(t testing.TB, pool *pgxpool.Pool, opts ...rs.Option) *rs.PgManager {
+	t.Helper()
+	m, err := rs.NewPgManager(t.Context(), pool, opts...)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return m
+}
+
+// newCachedManager returns a manager WithCache over its own pool on dsn.
+func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
+	t.Helper()
+	return newManager(t, newPool(t, dsn, 0, false), append(opts, rs.WithCache())...)
+}
+
+// brokersOn is a brokersFunc on dsn.
+func brokersOn(t *testing.T, dsn string, n int) ([]*rs.PgManager, *pgxpool.Pool) {
+	t.Helper()
+	var managers []*rs.PgManager
+	var admin *pgxpool.Pool
+	for i := 0; i <= n; i++ {
+		pool := newPool(t, dsn, 0, false)
+		if i == n {
+			admin = pool
+			break
+		}
+		m, err := rs.NewPgManager(t.Context(), pool)
+		require.NoError(t, err)
+		t.Cleanup(m.Close)
+		managers = append(managers, m)
+	}
+	return managers, admin
+}
+
+func emptyPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	return newPool(t, pgtest.NewEmptyDatabase(t), 0, false)
+}
+
+// listenerOption gives the cache's listener a session connection straight
+// to the server.
+func listenerOption(t testing.TB, direct string) rs.Option {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(direct)
+	require.NoError(t, err)
+	return rs.WithListenerConnConfig(cfg)
+}
+
+func partitionVersion(t *testing.T, admin *pgxpool.Pool, tp rs.TopicIDPartition) int64 {
+	t.Helper()
+	var v int64
+	require.NoError(t, admin.QueryRow(t.Context(),
+		"SELECT version FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2", tp.TopicID, tp.Partition).Scan(&v))
+	return v
+}
+
+// requireMigratedOnce checks that pool's database has every migration
+// applied exactly once, up to SchemaVersion, and that a manager starts on it.
+func requireMigratedOnce(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	var applied, latest int64
+	require.NoError(t, pool.QueryRow(t.Context(),
+		"SELECT count(*), max(version_id) FROM "+migrations.VersionTable+" WHERE version_id > 0").Scan(&applied, &latest))
+	require.Equal(t, rs.SchemaVersion, latest)
+	files, err := fs.Glob(migrations.FS(), "*.sql")
+	require.NoError(t, err)
+	require.EqualValues(t, len(files), applied, "each migration applied exactly once (numbers may have gaps while branches merge)")
+	_, err = rs.NewPgManager(t.Context(), pool)
+	require.NoError(t, err)
+}
+
+// withNext returns the embedded migrations plus test-only next ones
+// (version SchemaVersion+1, +2, …), never shipped under migrations/.
+func withNext(t *testing.T, next ...string) fs.FS {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	names, err := fs.Glob(migrations.FS(), "*.sql")
+	require.NoError(t, err)
+	for _, name := range names {
+		b, err := fs.ReadFile(migrations.FS(), name)
+		require.NoError(t, err)
+		fsys[name] = &fstest.MapFile{Data: b}
+	}
+	for i, sql := range next {
+		fsys[fmt.Sprintf("%05d_upgrade_test_next_%d.sql", rs.SchemaVersion+1+int64(i), i)] = &fstest.MapFile{Data: []byte(sql)}
+	}
+	return fsys
+}
+
+// Waiting for a cache.
+
+// caughtUp returns m's cache's CaughtUp signal, initialised: a test checks
+// the state it waits for, then waits for the next catch-up while it does
+// not hold (WaitUntil).
+func caughtUp(m *rs.PgManager) *testsignal.Signal[rs.TopicIDPartition] {
+	signals := m.TestSignals()
+	signals.Init()
+	return &signals.CaughtUp
+}
+
+// waitLoaded waits until the cached partition tp has loaded.
+func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
+	t.Helper()
+	caughtUp(m).WaitUntil(t, "partition loaded", func() bool {
+		_, err := m.CaughtUp(context.Background(), tp)
+		return !errors.Is(err, rs.ErrNotReady)
+	})
+}
+
+// waitCaughtUp waits until m says it is caught up on tp. A partition still
+// loading (ErrNotReady, as on a busy machine right after it was taken on, or
+// while it reloads) is not caught up yet. Without a cache (a manager
+// reading a replica) there is no event to wait for, and it polls.
+func waitCaughtUp(t *testing.T, m *rs.PgManager, tp rs.TopicIDPartition) {
+	t.Helper()
+	what := "caught up on " + tp.String()
+	cond := func() bool {
+		ok, err := m.CaughtUp(context.Background(), tp)
+		if errors.Is(err, rs.ErrNotReady) {
+			return false
+		}
+		require.NoError(t, err)
+		return ok
+	}
+	if !m.Cached() {
+		testwait.Until(t, what, cond)
+		return
+	}
+	caughtUp(m).WaitUntil(t, what, cond)
+}
+
+// requireSameAnswers compares every query of got with want on tp.
+func requireSameAnswers(t *testing.T, where string, want, got rs.Manager, tp rs.TopicIDPartition) {
+	t.Helper()
+	ctx := context.Background()
+	wantList, err := want.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	gotList, err := got.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.Equal(t, ids(wantList), ids(gotList), "%s: list", where)
+	for e := rs.LeaderEpoch(0); e < 4; e++ {
+		wantHighest, wantOK, _ := want.HighestOffsetForEpoch(ctx, tp, e)
+		gotHighest, gotOK, err := got.HighestOffsetForEpoch(ctx, tp, e)
+		require.NoError(t, err)
+		require.Equal(t, wantOK, gotOK, "%s: highest of epoch %d", where, e)
+		require.Equal(t, wantHighest, gotHighest, "%s: highest of epoch %d", where, e)
+		for o := int64(0); o < 350; o += 7 {
+			wantSeg, wantOK, _ := want.RemoteLogSegmentMetadata(ctx, tp, e, o)
+			gotSeg, gotOK, err := got.RemoteLogSegmentMetadata(ctx, tp, e, o)
+			require.NoError(t, err)
+			require.Equal(t, wantOK, gotOK, "%s: lookup epoch %d offset %d", where, e, o)
+			require.Equal(t, wantSeg.SegmentID, gotSeg.SegmentID, "%s: lookup epoch %d offset %d", where, e, o)
+			require.Equal(t, wantSeg.State, gotSeg.State, "%s: lookup epoch %d offset %d", where, e, o)
+			require.Equal(t, string(wantSeg.CustomMetadata), string(gotSeg.CustomMetadata), "%s: lookup epoch %d offset %d", where, e, o)
+		}
+		wantNext, _, _ := want.NextSegmentWithTxnIndex(ctx, tp, e, 0)
+		gotNext, _, err := got.NextSegmentWithTxnIndex(ctx, tp, e, 0)
+		require.NoError(t, err)
+		require.Equal(t, wantNext.SegmentID, gotNext.SegmentID, "%s: next with txn index, epoch %d", where, e)
+	}
+}
+
+// Counting statements and reading their plans.
+
+// statementCounter counts the statements a pool sends: each query, batch,
+// prepare or copy is at least one round trip.
+type statementCounter struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	last []recordedQuery
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	c.mu.Lock()
+	c.last = append(c.last, recordedQuery{sql: data.SQL, args: data.Args})
+	c.mu.Unlock()
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (c *statementCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *statementCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+func (c *statementCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *statementCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
+
+// take returns the statements counted since the last take, and their text.
+func (c *statementCounter) take() (int64, []recordedQuery) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last := c.last
+	c.last = nil
+	return c.n.Swap(0), last
+}
+
+type recordedQuery struct {
+	sql  string
+	args []any
+}
+
+// newCountingPool opens a one-connection pool on dsn that counts statements.
+func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *statementCounter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	counter := &statementCounter{}
+	cfg.ConnConfig.Tracer = counter
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, counter
+}
+
+// explain runs EXPLAIN (ANALYZE, BUFFERS) of q under plan_cache_mode and
+// returns the JSON plan and the shared buffers it touched.
+func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q recordedQuery) (string, int) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "SET plan_cache_mode = "+planCacheMode)
+	require.NoError(t, err)
+	// A prepared statement, so that the generic plan is what gets explained.
+	const name = "explain_statement"
+	_, err = conn.Conn().Prepare(ctx, name, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q.sql)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, conn.Conn().Deallocate(ctx, name)) }()
+	var raw []byte
+	require.NoError(t, conn.QueryRow(ctx, name, q.args...).Scan(&raw))
+	var plans []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &plans))
+	top := plans[0].Plan
+	buffers := int(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64))
+	return string(raw), buffers
+}
+
+// seqScannedTables returns the relations a JSON plan scans sequentially.
+func seqScannedTables(plan string) []string {
+	var tables []string
+	var walk func(node map[string]any)
+	walk = func(node map[string]any) {
+		if node["Node Type"] == "Seq Scan" {
+			tables = append(tables, fmt.Sprint(node["Relation Name"]))
+		}
+		children, _ := node["Plans"].([]any)
+		for _, child := range children {
+			walk(child.(map[string]any))
+		}
+	}
+	var plans []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(plan), &plans); err != nil {
+		panic(err)
+	}
+	walk(plans[0].Plan)
+	return tables
+}
+
+// loadEpoch stores n finished segments of 90 offsets with gaps of 10 in one
+// partition, all carrying epoch 3 (the first also epoch 2, the last also
+// epoch 4), segment i with MaxTimestampMs 1000*i, plus the epoch ends the
+// COPY_SEGMENT_FINISHED statement would have raised. Autovacuum is off on
+// the tables, so they stay never analyzed until analyze says so.
+func loadEpoch(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) {
+	t.Helper()
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		{`ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false)`, []any{}},
+		{`ALTER TABLE rlmm_segments SET (autovacuum_enabled = false)`, []any{}},
+		{`ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false)`, []any{}},
+		{`ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false)`, []any{}},
+		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
+VALUES ($1, $2, $3, 2 * $4::integer, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
+		{`INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
+    broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
+    added_version, finished_version, last_version)
+SELECT $1::uuid, $2::integer, md5($1::uuid::text || i)::uuid, $3::text, i * 100, i * 100 + 89, i * 1000, 1, 0, 1000, 1, true,
+    CASE WHEN i = 0 THEN ARRAY[2, 3] WHEN i = $4::integer - 1 THEN ARRAY[3, 4] ELSE ARRAY[3] END,
+    CASE WHEN i = 0 OR i = $4 - 1 THEN ARRAY[i * 100, i * 100 + 40]::bigint[] ELSE ARRAY[i * 100]::bigint[] END,
+    2 * i + 1, 2 * i + 2, 2 * i + 2
+FROM generate_series(0, $4::integer - 1) i`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
+		{`INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
+    segment_start_offset, segment_end_offset, added_version, finished_version)
+SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
+    coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
+    s.added_version, s.finished_version
+FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
+WHERE s.topic_id = $1 AND s.partition = $2`, []any{tp.TopicID, tp.Partition}},
+		{`INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+SELECT topic_id, partition, epoch, max(last_offset), max(segment_end_offset - segment_start_offset), 2 * $3::integer
+FROM rlmm_segment_epochs WHERE topic_id = $1 AND partition = $2 GROUP BY topic_id, partition, epoch`, []any{tp.TopicID, tp.Partition, n}},
+	} {
+		_, err := pool.Exec(t.Context(), st.sql, st.args...)
+		require.NoError(t, err, st.sql)
+	}
+}
+
+// The guard triggers' fixture.
+
+// guardFixture is a migrated database and a manager on it.
+type guardFixture struct {
+	pool *pgxpool.Pool
+	m    *rs.PgManager
+}
+
+// addSegmentIn adds a segment with epochs 0 (offsets 0-19) and 1 (20-99) to
+// a new partition of topic "orders" and takes it to state s, through the
+// library.
+func (f guardFixture) addSegmentIn(t *testing.T, s rs.RemoteLogSegmentState) rs.RemoteLogSegmentID {
+	t.Helper()
+	ctx := t.Context()
+	id := rs.RemoteLogSegmentID{
+		TopicIDPartition: rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0},
+		ID:               uuid.New(),
+	}
+	require.NoError(t, f.m.AddRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadata{
+		SegmentID: id, StartOffset: 0, EndOffset: 99, SegmentSizeInBytes: 1024,
+		State: rs.CopySegmentStarted, SegmentLeaderEpochs: map[rs.LeaderEpoch]int64{0: 0, 1: 20},
+	}))
+	for _, st := range pathTo[s] {
+		require.NoError(t, f.m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{
+			SegmentID: id, State: st, BrokerID: 1, EventTimestampMs: 1,
+		}))
+	}
+	return id
+}
+
+func (f guardFixture) bookkeeping(t *testing.T, id rs.RemoteLogSegmentID) bookkeeping {
+	t.Helper()
+	var b bookkeeping
+	require.NoError(t, f.pool.QueryRow(t.Context(), `
+		SELECT p.version, s.state, s.last_version, s.finished_version,
+		       array(SELECT e.state FROM rlmm_segment_epochs e WHERE e.segment_id = s.segment_id ORDER BY e.epoch),
+		       array(SELECT e.finished_version FROM rlmm_segment_epochs e WHERE e.segment_id = s.segment_id ORDER BY e.epoch)
+		FROM rlmm_segments s JOIN rlmm_partitions p USING (topic_id, partition)
+		WHERE s.segment_id = $1`, id.ID).Scan(
+		&b.partitionVersion, &b.segmentState, &b.lastVersion, &b.finishedVersion, &b.epochStates, &b.epochFinished))
+	return b
+}
+
+// epochCommandIDs returns the command id, within its transaction, of the
+// last write of each epoch row of the segment.
+func (f guardFixture) epochCommandIDs(t *testing.T, id rs.RemoteLogSegmentID) []int64 {
+	t.Helper()
+	var cids []int64
+	require.NoError(t, f.pool.QueryRow(t.Context(),
+		"SELECT array_agg(cmin::text::bigint ORDER BY epoch) FROM rlmm_segment_epochs WHERE segment_id = $1", id.ID).Scan(&cids))
+	return cids
+}
+
+func newGuardFixture(t *testing.T) guardFixture {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	m, err := rs.NewPgManager(t.Context(), pool)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return guardFixture{pool: pool, m: m}
+}
+
+// pathTo lists the library updates that take a new segment to state s.
+var pathTo = map[rs.RemoteLogSegmentState][]rs.RemoteLogSegmentState{
+	rs.CopySegmentStarted:    nil,
+	rs.CopySegmentFinished:   {rs.CopySegmentFinished},
+	rs.DeleteSegmentStarted:  {rs.CopySegmentFinished, rs.DeleteSegmentStarted},
+	rs.DeleteSegmentFinished: {rs.CopySegmentFinished, rs.DeleteSegmentStarted, rs.DeleteSegmentFinished},
+}
+
+// bookkeeping is what the library keeps beside a segment's state.
+type bookkeeping struct {
+	partitionVersion int64
+	segmentState     int16
+	lastVersion      int64
+	finishedVersion  *int64
+	// Per epoch row: state and finished_version.
+	epochStates   []int16
+	epochFinished []*int64
+}
+
+// requireGuardError checks that err is the guard's refusal, with a message
+// that names what a DBA needs.
+func requireGuardError(t *testing.T, err error, constraint string, mentions ...string) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "want a PostgreSQL error, got %v", err)
+	require.Equal(t, pgerrcode.CheckViolation, pgErr.Code, pgErr.Message)
+	require.Equal(t, constraint, pgErr.ConstraintName)
+	for _, m := range mentions {
+		require.Contains(t, pgErr.Message, m)
+	}
+}
+
+// Benchmarks.
+
+// benchPool opens a pool of pgxpool's default size on dsn.
+func benchPool(b *testing.B, dsn string) *pgxpool.Pool {
+	b.Helper()
+	return newPool(b, dsn, 0, false)
+}
+
+// parallel runs op from clients goroutines, b.N calls in all.
+func parallel(b *testing.B, clients int, op func(ctx context.Context, rng *rand.Rand) error) {
+	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
+		for pb.Next() {
+			if err := op(b.Context(), rng); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// lagUntilCached spins on reader's cache, without a round trip or a
+// CaughtUp to pull it forward, until it holds s finished, and returns how
+// long that took from the call.
+func lagUntilCached(b *testing.B, reader *rs.PgManager, s rs.RemoteLogSegmentMetadata) time.Duration {
+	committed := time.Now()
+	for {
+		got, ok, err := reader.RemoteLogSegmentMetadata(b.Context(), s.SegmentID.TopicIDPartition, 0, s.StartOffset)
+		require.NoError(b, err)
+		if ok && got.State == rs.CopySegmentFinished {
+			return time.Since(committed)
+		}
+		if time.Since(committed) > 10*time.Second {
+			b.Fatal("the write never reached the other cache")
+		}
+		runtime.Gosched()
+	}
+}
+
+// measureCommitToCaughtUp adds a segment through writer per iteration and
+// reports the time until reader's CaughtUp says true (p50 and p99).
+func measureCommitToCaughtUp(b *testing.B, writer, reader rs.RemoteLogMetadataManager, tp rs.TopicIDPartition) {
+	var lags []time.Duration
+	i := int64(0)
+	for b.Loop() {
+		s := segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
+		i++
+		require.NoError(b, writer.AddRemoteLogSegmentMetadata(b.Context(), s))
+		committed := time.Now()
+		for {
+			ok, err := reader.CaughtUp(b.Context(), tp)
+			require.NoError(b, err)
+			if ok {
+				break
+			}
+		}
+		lags = append(lags, time.Since(committed))
+	}
+	slices.Sort(lags)
+	b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-lag-µs")
+	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lag-µs")
+}
+
+type writeFloor struct {
+	pool    *pgxpool.Pool
+	m       *rs.PgManager
+	clients int
+	topic   uuid.UUID
+	next    atomic.Int64
+}
+
+// libraryAddFinish is an add then its COPY_SEGMENT_FINISHED (BenchmarkFresh's
+// "add + finish" too): call i writes to partition i mod clients.
+func libraryAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
+	i := w.next.Add(1)
+	tp := rs.TopicIDPartition{TopicID: w.topic, Topic: "writes", Partition: int32(i % int64(w.clients))}
+	s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+	if err := w.m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
+		return err
+	}
+	return w.m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished))
+}
+
+// writeFloorDatabase is a migrated database of its own, nothing analyzed,
+// with setup run on it.
+func writeFloorDatabase(b *testing.B, setup string) string {
+	dsn := pgtest.NewDatabase(b)
+	if setup != "" {
+		_, err := newPool(b, dsn, 1, false).Exec(b.Context(), setup)
+		require.NoError(b, err)
+	}
+	return dsn
+}
+
+type writeFloorOp func(ctx context.Context, w *writeFloor, rng *rand.Rand) error
+
+// rawTwoCommits is the baseline of BenchmarkFresh's writes: two single-row
+// HOT UPDATE commits.
+func rawTwoCommits(ctx context.Context, w *writeFloor, rng *rand.Rand) error {
+	for range 2 {
+		if _, err := w.pool.Exec(ctx, "UPDATE bench_raw SET event_timestamp_ms = $2 WHERE id = $1", rng.IntN(2000), rng.Int64()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
