@@ -77,7 +77,7 @@ DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 			{"two raw UPDATE commits again", library, rawTwoCommits},
 		} {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) {
-				w := writeFloor{pool: freshPool(b, v.dsn, clients), clients: clients, topic: uuid.New()}
+				w := writeFloor{pool: newPool(b, v.dsn, clients, false), clients: clients, topic: uuid.New()}
 				m, err := rs.NewPgManager(b.Context(), w.pool)
 				require.NoError(b, err)
 				b.Cleanup(m.Close)
@@ -340,7 +340,7 @@ WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS DISTINCT FROM 2
 func BenchmarkSchemaProtoReads(b *testing.B) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(b)
-	setup := freshPool(b, dsn, 1)
+	setup := newPool(b, dsn, 1, false)
 	_, err := setup.Exec(ctx, protoSchema(true)+`
 ALTER TABLE p_partitions SET (autovacuum_enabled = false);
 ALTER TABLE p_segments SET (autovacuum_enabled = false);
@@ -393,7 +393,7 @@ ANALYZE bench_raw_seg;`)
 		b.Logf("candidate lookup %s:\n%s", q.name, plan)
 	}
 	for _, clients := range []int{1, 8, 32} {
-		pool := freshPool(b, dsn, clients)
+		pool := newPool(b, dsn, clients, false)
 		lm, err := rs.NewPgManager(ctx, pool)
 		require.NoError(b, err)
 		b.Cleanup(lm.Close)
@@ -601,7 +601,7 @@ WHERE s.topic_id = $1 AND s.partition = $2
 func BenchmarkSchemaProtoReadsCPU(b *testing.B) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(b)
-	setup := freshPool(b, dsn, 1)
+	setup := newPool(b, dsn, 1, false)
 	_, err := setup.Exec(ctx, protoSchema(true)+`
 ALTER TABLE p_epoch_ends ADD COLUMN first_start_offset bigint, ADD COLUMN last_start_offset bigint;
 ALTER TABLE p_partitions SET (autovacuum_enabled = false);
