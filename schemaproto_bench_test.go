@@ -20,7 +20,8 @@ import (
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
-// BenchmarkSchemaProto measures candidate layouts of the segment metadata
+// BenchmarkSchemaProtoWrites (and the BenchmarkSchemaProto* after it) measure
+// candidate layouts of the segment metadata
 // against the library's and against the raw statements that bound them, on
 // fresh, never-analyzed tables, call i on partition i mod clients. The
 // candidates are tables the benchmark creates next to the library's, written
@@ -29,7 +30,8 @@ import (
 //
 //   - "library without …": the library after dropping 00012's triggers on
 //     its hot path (an epoch row's segment check on insert, the epoch ends
-//     raised again by a trigger on a first finish);
+//     raised again by a trigger on a first finish; from migration 00014 on
+//     the library's finish no longer runs the latter);
 //   - "one row": one row per segment carrying its epoch ranges (epochs and
 //     their start offsets, as rlmm_segments already does); no epoch rows. The
 //     partition row is still locked and bumped by every write (its version
