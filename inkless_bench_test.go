@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,7 +102,7 @@ ANALYZE bench_raw;`)
 			{"library add + finish", libraryAddFinish},
 		} {
 			b.Run(fmt.Sprintf("clients=%d/%s", clients, v.name), func(b *testing.B) {
-				counter := &roundTripCounter{}
+				counter := &statementCounter{countOnly: true}
 				cfg, err := pgxpool.ParseConfig(dsn)
 				require.NoError(b, err)
 				cfg.MaxConns = int32(clients)
@@ -149,7 +148,7 @@ ANALYZE bench_raw;`)
 func TestInklessEmulation(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
-	counter := &roundTripCounter{}
+	counter := &statementCounter{countOnly: true}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
 	cfg.MaxConns = 1
@@ -174,27 +173,6 @@ func TestInklessEmulation(t *testing.T) {
     (SELECT highest_offset FROM inkless_rlmm.rlmm_epoch_state WHERE epoch = 0)`).Scan(&state, &referenced, &watermark))
 	require.Equal(t, []int64{3, 3, 399}, []int64{state, referenced, watermark})
 }
-
-// roundTripCounter counts the statements a pool sends: each query, batch,
-// prepare or copy is one round trip.
-type roundTripCounter struct{ n atomic.Int64 }
-
-func (c *roundTripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *roundTripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *roundTripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *roundTripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *roundTripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-func (c *roundTripCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *roundTripCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 
 // inklessSchema is the emulation's schema: Inkless's four RLMM tables with
 // their keys, indexes, checks and foreign keys (two identical partial

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/testwait"
 )
@@ -116,23 +115,7 @@ func BenchmarkRawPrimaryKeySelect(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i = (i + 7919) % len(ids)
-		var (
-			seg                        dbuuid.UUID
-			topic                      string
-			start, end, maxTS, eventTS int64
-			broker, size               int32
-			custom                     []byte
-			state                      int16
-			txnEmpty                   bool
-			epochs                     []int32
-			epochStarts                []int64
-			added, last                int64
-		)
-		err := pool.QueryRow(b.Context(), `SELECT segment_id, topic, start_offset, end_offset, max_timestamp_ms, event_timestamp_ms,
-			broker_id, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version
-			FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(ids[i])).
-			Scan(&seg, &topic, &start, &end, &maxTS, &eventTS, &broker, &size, &custom, &state, &txnEmpty, &epochs, &epochStarts, &added, &last)
-		if err != nil {
+		if err := rawPrimaryKeySelect(b.Context(), pool, tp, ids[i]); err != nil {
 			b.Fatal(err)
 		}
 	}

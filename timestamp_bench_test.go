@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
@@ -76,21 +75,7 @@ func BenchmarkFirstSegmentForTimestamp(b *testing.B) {
 		require.NoError(b, pool.QueryRow(b.Context(), "SELECT segment_id FROM rlmm_segments WHERE start_offset = 100").Scan(&id))
 		b.Run(fmt.Sprintf("segments=%d/RawPrimaryKeySelect", n), func(b *testing.B) {
 			for b.Loop() {
-				var (
-					seg                        dbuuid.UUID
-					topic                      string
-					start, end, maxTS, eventTS int64
-					broker, size               int32
-					custom                     []byte
-					state                      int16
-					txnEmpty                   bool
-					epochs                     []int32
-					epochStarts                []int64
-				)
-				err := pool.QueryRow(b.Context(), `SELECT segment_id, topic, start_offset, end_offset, max_timestamp_ms, event_timestamp_ms,
-					broker_id, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets
-					FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(id)).
-					Scan(&seg, &topic, &start, &end, &maxTS, &eventTS, &broker, &size, &custom, &state, &txnEmpty, &epochs, &epochStarts)
+				err := rawPrimaryKeySelect(b.Context(), pool, tp, id)
 				if err != nil {
 					b.Fatal(err)
 				}
