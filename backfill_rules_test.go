@@ -25,7 +25,9 @@ type partitionSnapshot struct {
 	stamps  map[string]int64  // table and key -> the row's version stamp
 }
 
-// snapshotData reads every partition and its rows (timestamps left out).
+// snapshotData reads every partition and its rows (timestamps left out, and
+// NULL columns: a column a migration adds, NULL in every row, changes no
+// row; a value set to or from NULL still shows).
 func snapshotData(ctx context.Context, pool *pgxpool.Pool) (map[string]*partitionSnapshot, error) {
 	out := map[string]*partitionSnapshot{}
 	rows, err := pool.Query(ctx, "SELECT topic_id::text || '/' || partition, version FROM rlmm_partitions")
@@ -44,9 +46,9 @@ func snapshotData(ctx context.Context, pool *pgxpool.Pool) (map[string]*partitio
 		return nil, err
 	}
 	for table, q := range map[string]string{
-		"rlmm_segments":       "SELECT topic_id::text || '/' || partition, segment_id::text, last_version, (to_jsonb(x) - 'updated_at' - 'created_at')::text FROM rlmm_segments x",
-		"rlmm_segment_epochs": "SELECT topic_id::text || '/' || partition, segment_id::text || '/' || epoch, last_version, to_jsonb(x)::text FROM rlmm_segment_epochs x",
-		"rlmm_epoch_ends":     "SELECT topic_id::text || '/' || partition, epoch::text, raised_version, to_jsonb(x)::text FROM rlmm_epoch_ends x",
+		"rlmm_segments":       "SELECT topic_id::text || '/' || partition, segment_id::text, last_version, jsonb_strip_nulls(to_jsonb(x) - 'updated_at' - 'created_at')::text FROM rlmm_segments x",
+		"rlmm_segment_epochs": "SELECT topic_id::text || '/' || partition, segment_id::text || '/' || epoch, last_version, jsonb_strip_nulls(to_jsonb(x))::text FROM rlmm_segment_epochs x",
+		"rlmm_epoch_ends":     "SELECT topic_id::text || '/' || partition, epoch::text, raised_version, jsonb_strip_nulls(to_jsonb(x))::text FROM rlmm_epoch_ends x",
 	} {
 		rows, err := pool.Query(ctx, q)
 		if err != nil {

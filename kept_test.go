@@ -194,3 +194,36 @@ func TestRaiseEpochEndsBackfill(t *testing.T) {
 		})
 	}
 }
+
+// The library's COPY_SEGMENT_FINISHED raises the epoch ends in its own
+// statement and marks the row (epoch_ends_raised, migration 00014), so the
+// trigger rlmm_segments_raise_epoch_ends does not run for it; a finish that
+// does not mark the row (code older than 00014) still runs it. The trigger's
+// function is replaced by one that fails, to see which finishes reach it.
+func TestLibraryFinishRaisesEpochEndsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	managers, admin := brokersOn(t, pgtest.NewDatabase(t), 1)
+	m := managers[0]
+	_, err := admin.Exec(ctx, `CREATE OR REPLACE FUNCTION rlmm_segments_raise_epoch_ends() RETURNS trigger
+LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'rlmm_segments_raise_epoch_ends ran'; END $$`)
+	require.NoError(t, err)
+	tp := testTP(0)
+
+	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{3: 0, 4: 50})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)), "a retried finish")
+	for epoch, want := range map[rs.LeaderEpoch]int64{3: 49, 4: 99} {
+		got, found, err := m.EpochEndOffset(ctx, tp, epoch)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, want, got, "the statement raised the epoch end itself")
+	}
+
+	old := segment(tp, 100, 199, map[rs.LeaderEpoch]int64{4: 100})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, old))
+	var n int
+	err = admin.QueryRow(ctx, oldCodeFinish, tp.TopicID, tp.Partition, old.SegmentID.ID).Scan(&n)
+	require.ErrorContains(t, err, "rlmm_segments_raise_epoch_ends ran", "old code's finish still runs the trigger")
+}

@@ -548,7 +548,7 @@ $$;
 
 -- Name: FUNCTION rlmm_segments_raise_epoch_ends(); Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON FUNCTION public.rlmm_segments_raise_epoch_ends() IS 'Trigger rlmm_segments_raise_epoch_ends: the first COPY_SEGMENT_FINISHED of a segment raises rlmm_epoch_ends, whatever code wrote it (code older than migration 00004 does not raise it itself).';
+COMMENT ON FUNCTION public.rlmm_segments_raise_epoch_ends() IS 'Trigger rlmm_segments_raise_epoch_ends: the first COPY_SEGMENT_FINISHED of a segment raises rlmm_epoch_ends when the write did not raise them itself (epoch_ends_raised not true: code older than migration 00014, which raises them in its own statement from 00004 on or not at all before, and a manual UPDATE).';
 
 -- Name: rlmm_segments_state_guard(); Type: FUNCTION; Schema: public; Owner: -
 
@@ -679,7 +679,8 @@ CREATE TABLE public.rlmm_segments (
     finished_version bigint,
     last_version bigint NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    epoch_ends_raised boolean
 );
 
 -- Name: TABLE rlmm_segments; Type: COMMENT; Schema: public; Owner: -
@@ -765,6 +766,10 @@ COMMENT ON COLUMN public.rlmm_segments.created_at IS 'When the segment was added
 -- Name: COLUMN rlmm_segments.updated_at; Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON COLUMN public.rlmm_segments.updated_at IS 'When the segment was last written to.';
+
+-- Name: COLUMN rlmm_segments.epoch_ends_raised; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.epoch_ends_raised IS 'True when the write that finished the segment (COPY_SEGMENT_FINISHED) raised rlmm_epoch_ends itself, as the library does from migration 00014 on; NULL otherwise, and then the trigger rlmm_segments_raise_epoch_ends raises them.';
 
 -- Name: rlmm_segments_valid(public.rlmm_segments); Type: FUNCTION; Schema: public; Owner: -
 
@@ -1572,7 +1577,7 @@ CREATE TRIGGER rlmm_segments_identity BEFORE UPDATE OF topic_id, partition, segm
 
 -- Name: rlmm_segments rlmm_segments_raise_epoch_ends; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_segments_raise_epoch_ends AFTER UPDATE OF finished_version ON public.rlmm_segments FOR EACH ROW WHEN (((old.finished_version IS NULL) AND (new.finished_version IS NOT NULL))) EXECUTE FUNCTION public.rlmm_segments_raise_epoch_ends();
+CREATE TRIGGER rlmm_segments_raise_epoch_ends AFTER UPDATE OF finished_version ON public.rlmm_segments FOR EACH ROW WHEN (((old.finished_version IS NULL) AND (new.finished_version IS NOT NULL) AND (new.epoch_ends_raised IS NOT TRUE))) EXECUTE FUNCTION public.rlmm_segments_raise_epoch_ends();
 
 -- Name: rlmm_segments rlmm_segments_state_guard; Type: TRIGGER; Schema: public; Owner: -
 

@@ -77,7 +77,7 @@ func (q *Queries) EpochEndsChanged(ctx context.Context, db DBTX, arg EpochEndsCh
 
 const segmentFirstForTimestamp = `-- name: SegmentFirstForTimestamp :one
 
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   -- The walk must follow rlmm_segments_list_idx (state IN (0, 1, 2)) in its
@@ -166,6 +166,7 @@ func (q *Queries) SegmentFirstForTimestamp(ctx context.Context, db DBTX, arg Seg
 		&i.RlmmSegment.LastVersion,
 		&i.RlmmSegment.CreatedAt,
 		&i.RlmmSegment.UpdatedAt,
+		&i.RlmmSegment.EpochEndsRaised,
 	)
 	return i, err
 }

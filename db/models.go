@@ -157,6 +157,8 @@ type RlmmSegment struct {
 	CreatedAt pgtype.Timestamptz
 	// When the segment was last written to.
 	UpdatedAt pgtype.Timestamptz
+	// True when the write that finished the segment (COPY_SEGMENT_FINISHED) raised rlmm_epoch_ends itself, as the library does from migration 00014 on; NULL otherwise, and then the trigger rlmm_segments_raise_epoch_ends raises them.
+	EpochEndsRaised pgtype.Bool
 }
 
 // One row per (segment, leader epoch): the range of offsets of that epoch inside the segment, precomputed, with copies of the segment fields the queries filter and sort on.

@@ -69,7 +69,7 @@ WITH head AS MATERIALIZED (
     ) AS ee
     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
 )
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, head.version AS partition_version, head.delete_state AS partition_delete_state,
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised, head.version AS partition_version, head.delete_state AS partition_delete_state,
     head.vanished_version AS partition_vanished_version, head.generation AS data_generation,
     head.epochs AS end_epochs, head.end_offsets AS end_offsets
 FROM head
@@ -133,6 +133,7 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
+			&i.RlmmSegment.EpochEndsRaised,
 			&i.PartitionVersion,
 			&i.PartitionDeleteState,
 			&i.PartitionVanishedVersion,
@@ -151,7 +152,7 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 }
 
 const partitionChanges = `-- name: PartitionChanges :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.last_version > $3::bigint
@@ -202,6 +203,7 @@ func (q *Queries) PartitionChanges(ctx context.Context, db DBTX, arg PartitionCh
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
+			&i.RlmmSegment.EpochEndsRaised,
 		); err != nil {
 			return nil, err
 		}

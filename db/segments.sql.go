@@ -137,7 +137,7 @@ func (q *Queries) SegmentHighestOffset(ctx context.Context, db DBTX, arg Segment
 }
 
 const segmentList = `-- name: SegmentList :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -187,6 +187,7 @@ func (q *Queries) SegmentList(ctx context.Context, db DBTX, arg SegmentListParam
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
+			&i.RlmmSegment.EpochEndsRaised,
 		); err != nil {
 			return nil, err
 		}
@@ -199,7 +200,7 @@ func (q *Queries) SegmentList(ctx context.Context, db DBTX, arg SegmentListParam
 }
 
 const segmentListByEpoch = `-- name: SegmentListByEpoch :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -265,6 +266,7 @@ func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentLi
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
+			&i.RlmmSegment.EpochEndsRaised,
 		); err != nil {
 			return nil, err
 		}
@@ -277,7 +279,7 @@ func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentLi
 }
 
 const segmentListByEpochPage = `-- name: SegmentListByEpochPage :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 FROM (SELECT
         (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
@@ -354,6 +356,7 @@ func (q *Queries) SegmentListByEpochPage(ctx context.Context, db DBTX, arg Segme
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
+			&i.RlmmSegment.EpochEndsRaised,
 		); err != nil {
 			return nil, err
 		}
@@ -366,7 +369,7 @@ func (q *Queries) SegmentListByEpochPage(ctx context.Context, db DBTX, arg Segme
 }
 
 const segmentListPage = `-- name: SegmentListPage :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -432,6 +435,7 @@ func (q *Queries) SegmentListPage(ctx context.Context, db DBTX, arg SegmentListP
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
+			&i.RlmmSegment.EpochEndsRaised,
 		); err != nil {
 			return nil, err
 		}
@@ -444,7 +448,7 @@ func (q *Queries) SegmentListPage(ctx context.Context, db DBTX, arg SegmentListP
 }
 
 const segmentLookup = `-- name: SegmentLookup :one
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 FROM rlmm_segments s
 WHERE s.segment_id = (
     SELECT e.segment_id
@@ -511,6 +515,7 @@ func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupP
 		&i.RlmmSegment.LastVersion,
 		&i.RlmmSegment.CreatedAt,
 		&i.RlmmSegment.UpdatedAt,
+		&i.RlmmSegment.EpochEndsRaised,
 	)
 	return i, err
 }
@@ -561,7 +566,7 @@ WITH RECURSIVE walk AS (
     ) AS next
     WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
 )
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 FROM rlmm_segments s
 WHERE s.segment_id = (SELECT walk.segment_id FROM walk WHERE NOT walk.txn_index_empty LIMIT 1)
   AND (s.topic_id = $1::uuid AND s.partition = $2::integer) IS TRUE
@@ -611,6 +616,7 @@ func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg Segm
 		&i.RlmmSegment.LastVersion,
 		&i.RlmmSegment.CreatedAt,
 		&i.RlmmSegment.UpdatedAt,
+		&i.RlmmSegment.EpochEndsRaised,
 	)
 	return i, err
 }
@@ -661,12 +667,15 @@ WITH locked_partition AS MATERIALIZED (
         finished_version = CASE WHEN $8::boolean
                                 THEN coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp))
                                 ELSE s.finished_version END,
+        -- The epoch_ends CTE below raises the epoch ends: the trigger
+        -- rlmm_segments_raise_epoch_ends need not raise them again (00014).
+        epoch_ends_raised = CASE WHEN $8::boolean THEN true ELSE s.epoch_ends_raised END,
         last_version = (SELECT lp.version + 1 FROM locked_partition lp),
         updated_at = now()
     WHERE s.segment_id = $1::uuid AND (s.topic_id = $2::uuid AND s.partition = $3::integer) IS TRUE
       AND s.state = ANY($9::smallint[])
       AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
-    RETURNING s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+    RETURNING s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
 ), partition_row AS (
     UPDATE rlmm_partitions AS p
     SET version = segment.last_version, updated_at = now()

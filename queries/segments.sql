@@ -75,6 +75,9 @@ WITH locked_partition AS MATERIALIZED (
         finished_version = CASE WHEN @finishing::boolean
                                 THEN coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp))
                                 ELSE s.finished_version END,
+        -- The epoch_ends CTE below raises the epoch ends: the trigger
+        -- rlmm_segments_raise_epoch_ends need not raise them again (00014).
+        epoch_ends_raised = CASE WHEN @finishing::boolean THEN true ELSE s.epoch_ends_raised END,
         last_version = (SELECT lp.version + 1 FROM locked_partition lp),
         updated_at = now()
     WHERE s.segment_id = @segment_id::uuid AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE
