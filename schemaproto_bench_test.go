@@ -78,19 +78,7 @@ DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 			{"one row HOT", oneRowHOT, protoAddFinish(true)},
 			{"two raw UPDATE commits again", library, rawTwoCommits},
 		} {
-			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) {
-				w := writeFloor{pool: newPool(b, v.dsn, clients, false), clients: clients, topic: uuid.New()}
-				m, err := rs.NewPgManager(b.Context(), w.pool)
-				require.NoError(b, err)
-				b.Cleanup(m.Close)
-				w.m = m
-				var before, after int64
-				require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&before))
-				parallel(b, clients, func(ctx context.Context, rng *rand.Rand) error { return v.op(ctx, &w, rng) })
-				b.StopTimer()
-				require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&after))
-				b.ReportMetric(float64(after-before)/float64(b.N), "WAL-B/op")
-			})
+			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) { runWriteVariant(b, v.dsn, clients, v.op) })
 		}
 	}
 }
@@ -341,37 +329,13 @@ WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS DISTINCT FROM 2
 // same segments written through the library.
 func BenchmarkSchemaProtoReads(b *testing.B) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(b)
-	setup := newPool(b, dsn, 1, false)
-	_, err := setup.Exec(ctx, protoSchema(true)+`
+	dsn, setup, tp, ids := protoReadData(b, `
 ALTER TABLE p_partitions SET (autovacuum_enabled = false);
 ALTER TABLE p_segments SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_segments SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);`)
-	require.NoError(b, err)
-	m, err := rs.NewPgManager(ctx, setup)
-	require.NoError(b, err)
-	b.Cleanup(m.Close)
-	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "writes", Partition: 0}
-	add, finish := protoAdd(true), protoFinish(true)
-	var ids []uuid.UUID
-	for i := range int64(2000) {
-		epoch := int32(0)
-		if i >= 1900 {
-			epoch = 1
-		}
-		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{rs.LeaderEpoch(epoch): i * 100})
-		require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, s))
-		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
-		id := dbuuid.UUID(s.SegmentID.ID)
-		var added, version int64
-		var state *int16
-		require.NoError(b, setup.QueryRow(ctx, add, dbuuid.UUID(tp.TopicID), int32(0), id, i*100, i*100+99, []int32{epoch}, []int64{i * 100}, int16(0)).Scan(&added))
-		require.NoError(b, setup.QueryRow(ctx, finish, dbuuid.UUID(tp.TopicID), int32(0), id, int16(1), []int16{0, 1}, true).Scan(&version, &state))
-		ids = append(ids, s.SegmentID.ID)
-	}
-	_, err = setup.Exec(ctx, `
+	_, err := setup.Exec(ctx, `
 CREATE TABLE bench_raw_seg AS SELECT * FROM rlmm_segments;
 ALTER TABLE bench_raw_seg SET (autovacuum_enabled = false);
 ALTER TABLE bench_raw_seg ADD PRIMARY KEY (topic_id, partition, segment_id);
@@ -602,9 +566,7 @@ WHERE s.topic_id = $1 AND s.partition = $2
 //	go test -run '^$' -bench '^BenchmarkSchemaProtoReadsCPU$' -benchtime 3000x .
 func BenchmarkSchemaProtoReadsCPU(b *testing.B) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(b)
-	setup := newPool(b, dsn, 1, false)
-	_, err := setup.Exec(ctx, protoSchema(true)+`
+	dsn, setup, tp, ids := protoReadData(b, `
 ALTER TABLE p_epoch_ends ADD COLUMN first_start_offset bigint, ADD COLUMN last_start_offset bigint;
 ALTER TABLE p_partitions SET (autovacuum_enabled = false);
 ALTER TABLE p_segments SET (autovacuum_enabled = false);
@@ -613,29 +575,7 @@ ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_segments SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);
 ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
-	require.NoError(b, err)
-	m, err := rs.NewPgManager(ctx, setup)
-	require.NoError(b, err)
-	b.Cleanup(m.Close)
-	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "writes", Partition: 0}
-	add, finish := protoAdd(true), protoFinish(true)
-	var ids []uuid.UUID
-	for i := range int64(2000) {
-		epoch := int32(0)
-		if i >= 1900 {
-			epoch = 1
-		}
-		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{rs.LeaderEpoch(epoch): i * 100})
-		require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, s))
-		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
-		id := dbuuid.UUID(s.SegmentID.ID)
-		var added, version int64
-		var state *int16
-		require.NoError(b, setup.QueryRow(ctx, add, dbuuid.UUID(tp.TopicID), int32(0), id, i*100, i*100+99, []int32{epoch}, []int64{i * 100}, int16(0)).Scan(&added))
-		require.NoError(b, setup.QueryRow(ctx, finish, dbuuid.UUID(tp.TopicID), int32(0), id, int16(1), []int16{0, 1}, true).Scan(&version, &state))
-		ids = append(ids, s.SegmentID.ID)
-	}
-	_, err = setup.Exec(ctx, `
+	_, err := setup.Exec(ctx, `
 UPDATE p_epoch_ends ee SET first_start_offset = b.lo, last_start_offset = b.hi
 FROM (SELECT s.topic_id, s.partition, e.epoch, min(s.start_offset) AS lo, max(s.start_offset) AS hi
       FROM p_segments s, unnest(s.epochs) AS e (epoch) GROUP BY 1, 2, 3) AS b
@@ -786,4 +726,37 @@ func protoPool(b *testing.B, dsn string) *pgxpool.Pool {
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 	return pool
+}
+
+// protoReadData creates a database and writes 2,000 segments of one partition (the last 100 in epoch
+// 1) both through the library and into the prototype's one-row tables, after
+// creating them with ddl run behind protoSchema: the reads' fixture.
+func protoReadData(b *testing.B, ddl string) (string, *pgxpool.Pool, rs.TopicIDPartition, []uuid.UUID) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(b)
+	setup := newPool(b, dsn, 1, false)
+	_, err := setup.Exec(ctx, protoSchema(true)+ddl)
+	require.NoError(b, err)
+	m, err := rs.NewPgManager(ctx, setup)
+	require.NoError(b, err)
+	b.Cleanup(m.Close)
+	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "writes", Partition: 0}
+	add, finish := protoAdd(true), protoFinish(true)
+	var ids []uuid.UUID
+	for i := range int64(2000) {
+		epoch := int32(0)
+		if i >= 1900 {
+			epoch = 1
+		}
+		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{rs.LeaderEpoch(epoch): i * 100})
+		require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, s))
+		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		id := dbuuid.UUID(s.SegmentID.ID)
+		var added, version int64
+		var state *int16
+		require.NoError(b, setup.QueryRow(ctx, add, dbuuid.UUID(tp.TopicID), int32(0), id, i*100, i*100+99, []int32{epoch}, []int64{i * 100}, int16(0)).Scan(&added))
+		require.NoError(b, setup.QueryRow(ctx, finish, dbuuid.UUID(tp.TopicID), int32(0), id, int16(1), []int16{0, 1}, true).Scan(&version, &state))
+		ids = append(ids, s.SegmentID.ID)
+	}
+	return dsn, setup, tp, ids
 }

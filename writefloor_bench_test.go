@@ -55,19 +55,7 @@ ANALYZE bench_raw;`)
 			{"bare segments table", bare, bareAddFinish},
 			{"two raw UPDATE commits", bare, rawTwoCommits},
 		} {
-			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) {
-				w := writeFloor{pool: newPool(b, v.dsn, clients, false), clients: clients, topic: uuid.New()}
-				m, err := rs.NewPgManager(b.Context(), w.pool)
-				require.NoError(b, err)
-				b.Cleanup(m.Close)
-				w.m = m
-				var before, after int64
-				require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&before))
-				parallel(b, clients, func(ctx context.Context, rng *rand.Rand) error { return v.op(ctx, &w, rng) })
-				b.StopTimer()
-				require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&after))
-				b.ReportMetric(float64(after-before)/float64(b.N), "WAL-B/op")
-			})
+			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) { runWriteVariant(b, v.dsn, clients, v.op) })
 		}
 	}
 }
@@ -89,4 +77,21 @@ VALUES ($1, $2, $3, 'floor', $4, $5, 0, 0, 0, 1024, NULL, 0, true, ARRAY[0], ARR
 	_, err = w.pool.Exec(ctx, `UPDATE bare_segments SET state = 1, broker_id = 1, event_timestamp_ms = 1,
     finished_version = $2, last_version = $2, updated_at = now() WHERE segment_id = $1`, id, 2*i+1)
 	return err
+}
+
+// runWriteVariant runs op at clients, each call on partition i mod clients of
+// a new topic, on a pool of clients connections to dsn, and reports the WAL
+// bytes per call.
+func runWriteVariant(b *testing.B, dsn string, clients int, op writeFloorOp) {
+	w := writeFloor{pool: newPool(b, dsn, clients, false), clients: clients, topic: uuid.New()}
+	m, err := rs.NewPgManager(b.Context(), w.pool)
+	require.NoError(b, err)
+	b.Cleanup(m.Close)
+	w.m = m
+	var before, after int64
+	require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&before))
+	parallel(b, clients, func(ctx context.Context, rng *rand.Rand) error { return op(ctx, &w, rng) })
+	b.StopTimer()
+	require.NoError(b, w.pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&after))
+	b.ReportMetric(float64(after-before)/float64(b.N), "WAL-B/op")
 }
