@@ -337,16 +337,13 @@ func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPart
 	if offset < 0 {
 		return RemoteLogSegmentMetadata{}, false, nil // no segment holds a negative offset
 	}
-	row, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (db.SegmentLookupRow, error) {
+	row, found, err := readOptional(ctx, m, func(ctx context.Context, tx db.DBTX) (db.SegmentLookupRow, error) {
 		return m.queries.SegmentLookup(ctx, tx, db.SegmentLookupParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
 		})
-	}, nil)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return RemoteLogSegmentMetadata{}, false, nil
-	case err != nil:
-		return RemoteLogSegmentMetadata{}, false, ioError(ctx, err, "look up offset %d of epoch %d in %s", offset, epoch, tp)
+	}, "look up offset %d of epoch %d in %s", offset, epoch, tp)
+	if !found || err != nil {
+		return RemoteLogSegmentMetadata{}, false, err
 	}
 	return segmentFromRow(row.RlmmSegment), true, nil
 }
@@ -359,18 +356,11 @@ func (m *PgManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartiti
 	if served, err := m.fromCache(tp, func(p *memPartition) { highest, found = p.highest(epoch) }); served {
 		return highest, found, err
 	}
-	offset, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (int64, error) {
+	return readOptional(ctx, m, func(ctx context.Context, tx db.DBTX) (int64, error) {
 		return m.queries.SegmentHighestOffset(ctx, tx, db.SegmentHighestOffsetParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 		})
-	}, nil)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return 0, false, nil
-	case err != nil:
-		return 0, false, ioError(ctx, err, "highest offset of epoch %d in %s", epoch, tp)
-	}
-	return offset, true, nil
+	}, "highest offset of epoch %d in %s", epoch, tp)
 }
 
 // ListRemoteLogSegments returns every segment of tp that is not forgotten,
@@ -492,16 +482,13 @@ func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDParti
 	if offset < 0 {
 		return RemoteLogSegmentMetadata{}, false, nil // the walk's first lookup misses
 	}
-	row, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (db.SegmentNextWithTxnIndexRow, error) {
+	row, found, err := readOptional(ctx, m, func(ctx context.Context, tx db.DBTX) (db.SegmentNextWithTxnIndexRow, error) {
 		return m.queries.SegmentNextWithTxnIndex(ctx, tx, db.SegmentNextWithTxnIndexParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
 		})
-	}, nil)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return RemoteLogSegmentMetadata{}, false, nil
-	case err != nil:
-		return RemoteLogSegmentMetadata{}, false, ioError(ctx, err, "next segment with a transaction index from offset %d of epoch %d in %s", offset, epoch, tp)
+	}, "next segment with a transaction index from offset %d of epoch %d in %s", offset, epoch, tp)
+	if !found || err != nil {
+		return RemoteLogSegmentMetadata{}, false, err
 	}
 	return segmentFromRow(row.RlmmSegment), true, nil
 }
@@ -546,17 +533,14 @@ func (m *PgManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPart
 	// Every EndOffset is >= 0, so a negative startingOffset filters nothing
 	// more than 0 does (and the walk's bound cannot overflow).
 	startingOffset = max(startingOffset, 0)
-	row, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (db.SegmentFirstForTimestampRow, error) {
+	row, found, err := readOptional(ctx, m, func(ctx context.Context, tx db.DBTX) (db.SegmentFirstForTimestampRow, error) {
 		return m.queries.SegmentFirstForTimestamp(ctx, tx, db.SegmentFirstForTimestampParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 			TimestampMs: timestampMs, StartingOffset: startingOffset,
 		})
-	}, nil)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return RemoteLogSegmentMetadata{}, false, nil
-	case err != nil:
-		return RemoteLogSegmentMetadata{}, false, ioError(ctx, err, "first segment of epoch %d in %s with timestamp >= %d from offset %d", epoch, tp, timestampMs, startingOffset)
+	}, "first segment of epoch %d in %s with timestamp >= %d from offset %d", epoch, tp, timestampMs, startingOffset)
+	if !found || err != nil {
+		return RemoteLogSegmentMetadata{}, false, err
 	}
 	return segmentFromRow(row.RlmmSegment), true, nil
 }
@@ -573,18 +557,11 @@ func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epo
 	if served, err := m.fromCache(tp, func(p *memPartition) { end, found = p.epochEnd(epoch) }); served {
 		return end, found, err
 	}
-	end, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (int64, error) {
+	return readOptional(ctx, m, func(ctx context.Context, tx db.DBTX) (int64, error) {
 		return m.queries.EpochEndOffset(ctx, tx, db.EpochEndOffsetParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 		})
-	}, nil)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return 0, false, nil
-	case err != nil:
-		return 0, false, ioError(ctx, err, "end offset of epoch %d in %s", epoch, tp)
-	}
-	return end, true, nil
+	}, "end offset of epoch %d in %s", epoch, tp)
 }
 
 // readEpochEnds reads, in the catch-up's snapshot tx, the partition's epoch
@@ -600,4 +577,19 @@ func applyEpochEnds(p *memPartition, rows []db.EpochEndsChangedRow) {
 	for _, r := range rows {
 		p.raiseEpochEnd(LeaderEpoch(r.Epoch), r.EndOffset)
 	}
+}
+
+// readOptional runs a read of at most one row on the reader pool: no row is
+// (zero, false, nil), and any other failure an ErrIO described by format.
+func readOptional[T any](ctx context.Context, m *PgManager, read func(context.Context, db.DBTX) (T, error), format string, args ...any) (T, bool, error) {
+	v, err := runStatement(ctx, m.reader, read, nil)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		var zero T
+		return zero, false, nil
+	case err != nil:
+		var zero T
+		return zero, false, ioError(ctx, err, format, args...)
+	}
+	return v, true, nil
 }
