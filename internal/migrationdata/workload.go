@@ -346,7 +346,7 @@ func (g *generator) partition(tp rs.TopicIDPartition, plan partitionPlan, elsewh
 	return steps, first
 }
 
-// epochsOf returns the epochs a step's add names, in order.
+// epochsOf returns md's epochs in increasing order.
 func epochsOf(md rs.RemoteLogSegmentMetadata) []rs.LeaderEpoch {
 	var out []rs.LeaderEpoch
 	for e := range md.SegmentLeaderEpochs {
