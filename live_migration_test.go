@@ -49,7 +49,7 @@ func git(t *testing.T, args ...string) string {
 		if errors.As(err, &exit) {
 			err = fmt.Errorf("%w: %s", err, exit.Stderr)
 		}
-		t.Fatalf("TestMigrationsUnderLiveBrokers builds older commits of this module and needs its full git history (a clone that is not shallow, with git on the PATH): git %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("the migration tests build older commits of this module and need its full git history (a clone that is not shallow, with git on the PATH): git %s: %v", strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -67,6 +67,22 @@ func schemaAt(t *testing.T, commit string) int64 {
 	return latest
 }
 
+// commitBefore is the commit before the one that added the migration file
+// name on the first-parent history: the code that was running when it
+// shipped. HEAD when it is not committed yet.
+func commitBefore(t *testing.T, name string) string {
+	t.Helper()
+	if shallow := git(t, "rev-parse", "--is-shallow-repository"); shallow != "false" {
+		t.Fatalf("the migration tests build older commits of this module and need its full git history; this clone is shallow (git fetch --unshallow)")
+	}
+	added := strings.Fields(git(t, "log", "--first-parent", "--diff-filter=A", "--format=%H", "HEAD", "--", "migrations/"+name))
+	old := "HEAD"
+	if len(added) > 0 {
+		old = added[len(added)-1] + "^1"
+	}
+	return git(t, "rev-parse", "--verify", old+"^{commit}")
+}
+
 // liveSteps plans the test: for each migration since 00004, the commit
 // before the one that added it on the first-parent history (the code that
 // was running when it shipped; this commit when it is not committed yet).
@@ -74,9 +90,6 @@ func schemaAt(t *testing.T, commit string) int64 {
 // takes its schema to the newest, then checked for what it finished.
 func liveSteps(t *testing.T) []liveStep {
 	t.Helper()
-	if shallow := git(t, "rev-parse", "--is-shallow-repository"); shallow != "false" {
-		t.Fatalf("TestMigrationsUnderLiveBrokers builds older commits of this module and needs its full git history; this clone is shallow (git fetch --unshallow)")
-	}
 	names, err := fs.Glob(migrations.FS(), "*.sql")
 	require.NoError(t, err)
 	var steps []liveStep
@@ -87,12 +100,7 @@ func liveSteps(t *testing.T) []liveStep {
 		if v < 4 {
 			continue
 		}
-		added := strings.Fields(git(t, "log", "--first-parent", "--diff-filter=A", "--format=%H", "HEAD", "--", "migrations/"+name))
-		old := "HEAD"
-		if len(added) > 0 {
-			old = added[len(added)-1] + "^1"
-		}
-		old = git(t, "rev-parse", "--verify", old+"^{commit}")
+		old := commitBefore(t, name)
 		steps = append(steps, liveStep{name: fmt.Sprintf("%05d", v), oldCommit: old, oldSchema: schemaAt(t, old), target: v})
 	}
 	require.NotEmpty(t, steps)
@@ -104,9 +112,27 @@ func liveSteps(t *testing.T) []liveStep {
 	return steps
 }
 
-// buildLiveBroker builds testdata/livebroker against the tree of commit,
-// in a directory of its own under root, and returns the binary.
-func buildLiveBroker(root, commit string) (string, error) {
+// oldProgram is a program of this checkout built against the tree of an
+// older commit: it links that commit's code.
+type oldProgram struct {
+	name string // the binary's name, for errors
+	// files maps a path in the old tree to the file or directory of this
+	// checkout copied there (of a directory, the Go files that are not
+	// tests, its subdirectories' included).
+	files map[string]string
+	pkg   string // the package to build, relative to the old tree
+}
+
+// liveBroker is the driver of TestMigrationsUnderLiveBrokers.
+var liveBroker = oldProgram{
+	name:  "livebroker",
+	files: map[string]string{"cmd/livebroker/main.go": "testdata/livebroker/main.go"},
+	pkg:   "./cmd/livebroker",
+}
+
+// buildOld builds p against the tree of commit, in a directory of its own
+// under root, and returns the binary.
+func buildOld(root, commit string, p oldProgram) (string, error) {
 	dir, err := os.MkdirTemp(root, "commit-")
 	if err != nil {
 		return "", err
@@ -142,24 +168,45 @@ func buildLiveBroker(root, commit string) (string, error) {
 			return "", err
 		}
 	}
-	driver, err := os.ReadFile(filepath.Join("testdata", "livebroker", "main.go"))
-	if err != nil {
-		return "", err
+	for to, from := range p.files {
+		if err := copyIntoTree(from, filepath.Join(dir, filepath.FromSlash(to))); err != nil {
+			return "", err
+		}
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "cmd", "livebroker"), 0o755); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cmd", "livebroker", "main.go"), driver, 0o644); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "livebroker")
-	build := exec.Command("go", "build", "-buildvcs=false", "-o", bin, "./cmd/livebroker")
+	bin := filepath.Join(dir, p.name)
+	build := exec.Command("go", "build", "-buildvcs=false", "-o", bin, p.pkg)
 	build.Dir = dir
 	build.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the brokers of commit %s: %w: %s", commit, err, b)
+		return "", fmt.Errorf("build %s against commit %s: %w: %s", p.name, commit, err, b)
 	}
 	return bin, nil
+}
+
+// copyIntoTree copies the file from to the path to; a directory's Go files
+// other than tests, its subdirectories' included.
+func copyIntoTree(from, to string) error {
+	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if path != from && (!strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go")) {
+			return nil
+		}
+		rel, err := filepath.Rel(from, path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
 }
 
 // liveLine is a line of the driver's output (testdata/livebroker).
@@ -190,7 +237,7 @@ func TestMigrationsUnderLiveBrokers(t *testing.T) {
 	builds := map[string]func() (string, error){}
 	for _, step := range steps {
 		if builds[step.oldCommit] == nil {
-			builds[step.oldCommit] = sync.OnceValues(func() (string, error) { return buildLiveBroker(root, step.oldCommit) })
+			builds[step.oldCommit] = sync.OnceValues(func() (string, error) { return buildOld(root, step.oldCommit, liveBroker) })
 		}
 	}
 	for _, step := range steps {

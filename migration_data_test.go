@@ -1,0 +1,262 @@
+package remotestorage_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/migrationdata"
+	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/migrations"
+	"github.com/krabka/remotestorage/rlmmtest"
+)
+
+// migrationDataSeed is the seed of the migration data test's workload.
+const migrationDataSeed = 7
+
+// migrationDataDriver writes and reads the workload of package
+// migrationdata with the code of an older commit.
+var migrationDataDriver = oldProgram{
+	name:  "migrationdata",
+	files: map[string]string{"internal/migrationdata": "internal/migrationdata"},
+	pkg:   "./internal/migrationdata/driver",
+}
+
+// migrationDataTables are the library's data tables, with the columns the
+// rows are compared by: every column of the older schema.
+var migrationDataTables = []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs", "rlmm_epoch_ends"}
+
+// A database populated by the code of schema 7 (built from the commit
+// before the one that added the first later migration, on the first-parent
+// history) migrates to the newest schema with every segment, epoch range,
+// epoch end and partition delete state intact. The workload of package
+// migrationdata (a few hundred segments in every state, several epochs,
+// unclean elections, partition deletes, refused calls) is written by that
+// code, and replayed into rlmmtest.Model in process. The old code's
+// outcomes and answers equal the model's; after Migrate, every row of the
+// data tables is there with the same values in the old schema's columns
+// (the migrations since 7 only add: columns, tables, triggers, functions,
+// indexes; 00012's backfill finds nothing to raise after code that raised
+// the epoch ends itself), and the current code's answers equal the model's.
+// A test-only migration that drops an epoch row and lowers an epoch end is
+// caught.
+func TestMigrationFromSchema7KeepsTheData(t *testing.T) {
+	t.Parallel()
+	const from = 7
+	names, err := fs.Glob(migrations.FS(), "*.sql")
+	require.NoError(t, err)
+	next := ""
+	for _, name := range names {
+		var v int64
+		_, err := fmt.Sscanf(name, "%d_", &v)
+		require.NoError(t, err)
+		if v > from {
+			next = name
+			break
+		}
+	}
+	require.NotEmpty(t, next, "no migration after %d", from)
+	old := commitBefore(t, next)
+	require.Equal(t, int64(from), schemaAt(t, old), "the commit before the one that added %s", next)
+	root := t.TempDir()
+	build := sync.OnceValues(func() (string, error) { return buildOld(root, old, migrationDataDriver) })
+
+	t.Run(fmt.Sprintf("schema %d to %d", from, rs.SchemaVersion), func(t *testing.T) {
+		t.Parallel()
+		bin, err := build()
+		require.NoError(t, err)
+		findings := migrationDataFindings(t, bin, from, migrations.FS(), rs.SchemaVersion)
+		if len(findings) > 0 {
+			t.Fatalf("schema %d (commit %.12s) to %d, seed %d:\n%s", from, old, rs.SchemaVersion, migrationDataSeed, strings.Join(findings, "\n"))
+		}
+	})
+	t.Run("a migration that drops an epoch row and lowers an epoch end", func(t *testing.T) {
+		t.Parallel()
+		bin, err := build()
+		require.NoError(t, err)
+		fsys := withNext(t, `-- rlmm:compatible-with 2
+-- +goose Up
+DELETE FROM rlmm_segment_epochs
+WHERE (topic_id, partition, segment_id, epoch) IN (
+    SELECT e.topic_id, e.partition, e.segment_id, e.epoch
+    FROM rlmm_segment_epochs e
+    JOIN rlmm_partitions p ON p.topic_id = e.topic_id AND p.partition = e.partition
+    WHERE e.state = 1 AND p.delete_state IS NULL
+    ORDER BY e.topic_id, e.partition, e.segment_id, e.epoch LIMIT 1);
+UPDATE rlmm_epoch_ends SET end_offset = end_offset - 1
+WHERE (topic_id, partition, epoch) IN (
+    SELECT ee.topic_id, ee.partition, ee.epoch
+    FROM rlmm_epoch_ends ee
+    JOIN rlmm_partitions p ON p.topic_id = ee.topic_id AND p.partition = ee.partition
+    WHERE p.delete_state IS NULL AND ee.end_offset > 0
+    ORDER BY ee.topic_id, ee.partition, ee.epoch DESC LIMIT 1);
+-- +goose Down
+SELECT 1;
+`)
+		findings := migrationDataFindings(t, bin, from, fsys, rs.SchemaVersion+1)
+		text := strings.Join(findings, "\n")
+		require.Contains(t, text, "rlmm_segment_epochs: ", text)
+		require.Contains(t, text, "rlmm_epoch_ends: ", text)
+		require.Contains(t, text, "the current code after migrating to", text)
+		require.NotContains(t, text, "the code of schema", "the old code's answers are the model's; only the migration broke them:\n%s", text)
+	})
+}
+
+// migrationDataFindings writes the workload with the driver bin (the code
+// of schema from) into a new database at that schema, migrates it with the
+// migrations of fsys up to target, and returns what differs: the old
+// code's outcomes and answers from the model's, the data tables' rows
+// before and after the migration, and the current code's answers from the
+// model's.
+func migrationDataFindings(t *testing.T, bin string, from int64, fsys fs.FS, target int64) []string {
+	t.Helper()
+	ctx := t.Context()
+	dsn := pgtest.NewEmptyDatabase(t)
+	pool := newPool(t, dsn, 0, false)
+	require.NoError(t, rs.MigrateTo(ctx, pool, from))
+
+	cmd := exec.Command(bin, "-dsn", dsn, "-seed", strconv.Itoa(migrationDataSeed))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "the driver of schema %d: %s", from, stderr.String())
+	var before migrationdata.Result
+	require.NoError(t, json.Unmarshal(out, &before))
+
+	w := migrationdata.Generate(migrationDataSeed)
+	model := rlmmtest.NewModel(rs.DefaultMaxCustomMetadataBytes)
+	want := migrationdata.Result{Outcomes: migrationdata.Apply(ctx, model, w), Answers: migrationdata.Answers(ctx, model, w)}
+	oldCode := fmt.Sprintf("the code of schema %d", from)
+	findings := answerFindings("outcome", want.Outcomes, oldCode, before.Outcomes)
+	findings = append(findings, answerFindings("answer", want.Answers, oldCode, before.Answers)...)
+
+	columns := map[string][]string{}
+	for _, table := range migrationDataTables {
+		rows, err := pool.Query(ctx, "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position", table)
+		require.NoError(t, err)
+		columns[table], err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.NotEmpty(t, columns[table], table)
+	}
+	rowsBefore := dataRows(t, pool, columns)
+	require.NoError(t, rs.MigrateFSTo(ctx, pool, fsys, target))
+	var version int64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT max(version_id) FROM "+migrations.VersionTable+" WHERE is_applied").Scan(&version))
+	require.Equal(t, target, version)
+	rowsAfter := dataRows(t, pool, columns)
+	for _, table := range migrationDataTables {
+		findings = append(findings, rowFindings(table, rowsBefore[table], rowsAfter[table])...)
+	}
+
+	after := migrationdata.Answers(ctx, newManager(t, pool), w)
+	findings = append(findings, answerFindings("answer", want.Answers, fmt.Sprintf("the current code after migrating to %d", target), after)...)
+	t.Logf("%d steps (%d refused), %d answers compared; rows %s", len(want.Outcomes), refused(want.Outcomes), len(want.Answers), rowCounts(rowsBefore))
+	return findings
+}
+
+// refused counts the outcomes that are errors.
+func refused(outcomes []migrationdata.Answer) int {
+	n := 0
+	for _, o := range outcomes {
+		if o.Got != "ok" {
+			n++
+		}
+	}
+	return n
+}
+
+func rowCounts(rows map[string][]string) string {
+	var out []string
+	for _, table := range migrationDataTables {
+		out = append(out, fmt.Sprintf("%s %d", table, len(rows[table])))
+	}
+	return strings.Join(out, ", ")
+}
+
+// dataRows returns each table's rows, each the text of its columns, sorted.
+func dataRows(t *testing.T, pool *pgxpool.Pool, columns map[string][]string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, table := range migrationDataTables {
+		var cols []string
+		for _, c := range columns[table] {
+			cols = append(cols, pgx.Identifier{c}.Sanitize())
+		}
+		rows, err := pool.Query(t.Context(), "SELECT row("+strings.Join(cols, ", ")+")::text FROM "+pgx.Identifier{table}.Sanitize())
+		require.NoError(t, err)
+		out[table], err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		slices.Sort(out[table])
+	}
+	return out
+}
+
+// rowFindings lists how table's rows after the migration differ from
+// before: the count, then the rows gone and the rows new (a changed row is
+// both), five of each at most.
+func rowFindings(table string, before, after []string) []string {
+	var out []string
+	if len(before) != len(after) {
+		out = append(out, fmt.Sprintf("%s: %d rows before the migration, %d after", table, len(before), len(after)))
+	}
+	diff := func(what string, a, b []string) {
+		n := 0
+		for _, r := range a {
+			if _, found := slices.BinarySearch(b, r); found {
+				continue
+			}
+			if n++; n <= 5 {
+				out = append(out, fmt.Sprintf("%s: %s: %s", table, what, r))
+			}
+		}
+		if n > 5 {
+			out = append(out, fmt.Sprintf("%s: %s: %d more", table, what, n-5))
+		}
+	}
+	diff("a row before the migration is not there after it", before, after)
+	diff("a row after the migration was not there before it", after, before)
+	return out
+}
+
+// answerFindings lists the probes where got differs from the model's want,
+// twenty at most, then how many more; the lists ask the same probes in the
+// same order, and the first probe where they do not ends the comparison.
+func answerFindings(kind string, want []migrationdata.Answer, gotName string, got []migrationdata.Answer) []string {
+	var out []string
+	differ := 0
+	for i := range max(len(want), len(got)) {
+		if i >= len(want) || i >= len(got) || want[i].Probe != got[i].Probe {
+			w, g := "nothing", "nothing"
+			if i < len(want) {
+				w = want[i].Probe
+			}
+			if i < len(got) {
+				g = got[i].Probe
+			}
+			out = append(out, fmt.Sprintf("%s: %s %d is %q for the model and %q for %s; the rest is not compared", gotName, kind, i, w, g, gotName))
+			break
+		}
+		if want[i].Got == got[i].Got {
+			continue
+		}
+		if differ++; differ <= 20 {
+			out = append(out, fmt.Sprintf("%s: %s %s:\n    model: %s\n    %s: %s", gotName, kind, want[i].Probe, want[i].Got, gotName, got[i].Got))
+		}
+	}
+	if differ > 20 {
+		out = append(out, fmt.Sprintf("%s: %d more %ss differ", gotName, differ-20, kind))
+	}
+	return out
+}
