@@ -45,6 +45,9 @@ import (
 //     is a HOT update; the change feed, the purge's and the stuck view's
 //     questions move to an append-only table of changes (one row per write,
 //     keyed by partition and version, partial indexes on its state).
+//   - "one row ordered by an advisory lock and a sequence": the "one row"
+//     tables, a partition's writes ordered without bumping its row (see
+//     protoShape.lockSeq).
 //
 // Lookups on the "one row, HOT" tables are one probe of the partition row
 // (delete state and the walk's bound) and one backward walk of the list
@@ -76,6 +79,7 @@ DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 			{"library without the epoch rows' segment check and the epoch ends trigger", noTriggers, libraryAddFinish},
 			{"one row", oneRow, protoAddFinish(false)},
 			{"one row HOT", oneRowHOT, protoAddFinish(true)},
+			{"one row ordered by an advisory lock and a sequence", oneRow, protoShape{ends: true, lockSeq: true}.addFinish()},
 			{"two raw UPDATE commits again", library, rawTwoCommits},
 		} {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) { runWriteVariant(b, v.dsn, clients, v.op) })
@@ -109,6 +113,7 @@ CREATE TABLE p_partitions (
         AND ((delete_state IS NULL AND delete_broker_id IS NULL AND delete_event_timestamp_ms IS NULL)
              OR (delete_state IN (0, 1, 2) AND delete_broker_id IS NOT NULL AND delete_event_timestamp_ms IS NOT NULL)))
 ) WITH (fillfactor = 50);
+CREATE SEQUENCE p_versions;
 CREATE TABLE p_epoch_ends (
     topic_id uuid NOT NULL,
     partition integer NOT NULL,
@@ -182,9 +187,37 @@ type protoShape struct {
 	feed      bool // write p_changes
 	partition bool // lock and bump the partition row
 	ends      bool // raise the epoch ends on a finish
+	// lockSeq orders a partition's writes without its row: an advisory
+	// transaction lock on the partition's key, then a version from one
+	// sequence for all partitions (the lock is held to commit, so a
+	// partition's versions commit in order); the partition row is only
+	// created when missing and read for its delete state.
+	lockSeq bool
 }
 
+// protoLockSeq is what lockSeq writes put first: the partition's advisory
+// lock, then, reading it, the version the write stamps.
+const protoLockSeq = `WITH l AS MATERIALIZED (
+    SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text, $2::integer)) AS locked
+), v AS MATERIALIZED (
+    SELECT nextval('p_versions') AS v FROM l
+)`
+
 func (o protoShape) add() string {
+	if o.lockSeq {
+		return protoLockSeq + `, pr AS (
+    INSERT INTO p_partitions (topic_id, partition, topic) VALUES ($1, $2, 'writes') ON CONFLICT DO NOTHING
+), seg AS (
+    INSERT INTO p_segments (segment_id, topic_id, partition, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
+        event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
+        added_version, last_version)
+    SELECT $3, $1, $2, 'writes', $4, $5, 0, 0, 0, 1024, NULL, $8, true, $6::integer[], $7::bigint[], v.v, v.v
+    FROM v
+    WHERE NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS NOT NULL)
+    RETURNING added_version
+)
+SELECT added_version FROM seg`
+	}
 	if !o.partition {
 		return `INSERT INTO p_segments (segment_id, topic_id, partition, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
         event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
@@ -226,6 +259,20 @@ func protoFinish(hot bool) string {
 }
 
 func (o protoShape) finish() string {
+	if o.lockSeq {
+		return protoLockSeq + `, seg AS (
+    UPDATE p_segments AS s
+    SET state = $4, broker_id = 1, event_timestamp_ms = 1,
+        finished_version = CASE WHEN $6::boolean THEN coalesce(s.finished_version, v.v) ELSE s.finished_version END,
+        last_version = v.v, updated_at = now()
+    FROM v
+    WHERE s.segment_id = $3 AND s.state = ANY($5::smallint[])
+      AND NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state = 2)
+    RETURNING s.*
+)` + o.raiseEnds() + `
+SELECT coalesce(seg.last_version, -1), seg.state
+FROM (SELECT 1) AS one LEFT JOIN seg ON true`
+	}
 	if !o.partition {
 		return `UPDATE p_segments AS s
     SET state = $4, broker_id = 1, event_timestamp_ms = 1,
@@ -234,21 +281,7 @@ func (o protoShape) finish() string {
     WHERE s.segment_id = $3 AND s.state = ANY($5::smallint[]) AND $1::uuid IS NOT NULL AND $2::integer IS NOT NULL
     RETURNING s.last_version, s.state`
 	}
-	ends := ""
-	if o.ends {
-		ends = `, ends AS (
-    INSERT INTO p_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-    SELECT $1, $2, u.epoch, coalesce(lead(u.first_offset) OVER (ORDER BY u.n) - 1, seg.end_offset),
-           seg.end_offset - seg.start_offset, seg.last_version
-    FROM seg, unnest(seg.epochs, seg.epoch_start_offsets) WITH ORDINALITY AS u (epoch, first_offset, n)
-    WHERE $6::boolean
-    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-        raised_version = excluded.raised_version
-    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span
-)`
-	}
+	ends := o.raiseEnds()
 	feed := ""
 	if o.feed {
 		feed = `, change AS (
@@ -275,6 +308,26 @@ func (o protoShape) finish() string {
 )` + ends + feed + `
 SELECT coalesce(pr.version, -1), seg.state
 FROM (SELECT 1) AS one LEFT JOIN seg ON true LEFT JOIN pr ON true`
+}
+
+// raiseEnds is the finish's CTE that raises the epoch ends from the
+// segment's own arrays (empty unless o.ends).
+func (o protoShape) raiseEnds() string {
+	if !o.ends {
+		return ""
+	}
+	return `, ends AS (
+    INSERT INTO p_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
+    SELECT $1, $2, u.epoch, coalesce(lead(u.first_offset) OVER (ORDER BY u.n) - 1, seg.end_offset),
+           seg.end_offset - seg.start_offset, seg.last_version
+    FROM seg, unnest(seg.epochs, seg.epoch_start_offsets) WITH ORDINALITY AS u (epoch, first_offset, n)
+    WHERE $6::boolean
+    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
+        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
+        raised_version = excluded.raised_version
+    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span
+)`
 }
 
 func protoAddFinish(hot bool) writeFloorOp {
@@ -503,6 +556,9 @@ CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDE
 		{"one row HOT without the change feed", oneRowHOT, protoShape{hot: true, partition: true, ends: true}.addFinish()},
 		{"one row HOT without the epoch ends", oneRowHOT, protoShape{hot: true, feed: true, partition: true}.addFinish()},
 		{"one row HOT without the partition row", oneRowHOT, protoShape{hot: true}.addFinish()},
+		{"one row ordered by an advisory lock and a sequence", oneRow, protoShape{ends: true, lockSeq: true}.addFinish()},
+		{"one row ordered by an advisory lock and a sequence, without the epoch ends", oneRow, protoShape{lockSeq: true}.addFinish()},
+		{"one row without the partition row and the epoch ends", oneRow, protoShape{}.addFinish()},
 		{"two raw UPDATE commits again", library, rawTwoCommits},
 	} {
 		b.Run(v.name, func(b *testing.B) {
