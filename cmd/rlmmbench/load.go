@@ -3,7 +3,10 @@ package main
 // load.go: bulk-loading a shape with COPY, the way PostgreSQL's "Populating
 // a Database" advises: secondary indexes and foreign keys are dropped first
 // and rebuilt from their own definitions afterwards, so the loaded schema is
-// exactly the migrated one.
+// exactly the migrated one. The tables' triggers are disabled for the load:
+// the rows are written as the library writes them, and the check of each
+// epoch row's segment (migration 00012) would scan rlmm_segments for every
+// row while its index by segment id is dropped.
 
 import (
 	"context"
@@ -44,6 +47,11 @@ func loadShapes(ctx context.Context, pool *pgxpool.Pool, workers int, shapes ...
 	}
 	for _, stmt := range rebuild.constraints {
 		if err := execMaintenance(ctx, pool, stmt); err != nil {
+			return err
+		}
+	}
+	for _, table := range loadedTables {
+		if _, err := pool.Exec(ctx, "ALTER TABLE "+table+" ENABLE TRIGGER USER"); err != nil {
 			return err
 		}
 	}
@@ -104,7 +112,8 @@ type rebuildStatements struct {
 }
 
 // dropForLoad drops the secondary indexes (those that back no constraint)
-// and the foreign keys of the loaded tables, and returns the statements,
+// and the foreign keys of the loaded tables, disables their triggers, and
+// returns the statements,
 // from pg_get_indexdef and pg_get_constraintdef, that recreate them.
 func dropForLoad(ctx context.Context, pool *pgxpool.Pool) (rebuildStatements, error) {
 	var r rebuildStatements
@@ -148,6 +157,9 @@ ORDER BY i.indexrelid::regclass::text`, loadedTables)
 	}
 	if err := rows.Err(); err != nil {
 		return r, err
+	}
+	for _, table := range loadedTables {
+		drops = append(drops, "ALTER TABLE "+table+" DISABLE TRIGGER USER")
 	}
 	for _, stmt := range drops {
 		if _, err := pool.Exec(ctx, stmt); err != nil {
@@ -199,7 +211,7 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 		[]string{"topic_id", "partition", "segment_id", "topic", "start_offset", "end_offset",
 			"max_timestamp_ms", "broker_id", "event_timestamp_ms", "segment_size_bytes",
 			"custom_metadata", "state", "txn_index_empty", "epochs", "epoch_start_offsets",
-			"added_version", "finished_version", "last_version"},
+			"added_version", "finished_version", "last_version", "epoch_ends_raised"},
 		copyRows(n, func(i int) []any {
 			p, j := at(i)
 			m := s.segmentMetadata(p, j)
@@ -208,7 +220,7 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 				m.SegmentID.TopicIDPartition.Topic, m.StartOffset, m.EndOffset,
 				m.MaxTimestampMs, m.BrokerID, m.EventTimestampMs, m.SegmentSizeInBytes,
 				m.CustomMetadata, int16(1), m.TxnIndexEmpty, epochs, firsts,
-				addedVersion(j), addedVersion(j) + 1, addedVersion(j) + 1}
+				addedVersion(j), addedVersion(j) + 1, addedVersion(j) + 1, true}
 		}))
 	if err != nil {
 		return fmt.Errorf("copy segments: %w", err)
