@@ -79,6 +79,20 @@ func Apply(ctx context.Context, m rs.Manager, w Workload) []Answer {
 	return out
 }
 
+// answer writes the result of a call that may find nothing: the sentinel
+// its error matches, "none", or what it found.
+func answer[T any](v T, found bool, err error, show func(T) string) string {
+	switch {
+	case err != nil:
+		return errName(err)
+	case !found:
+		return "none"
+	}
+	return show(v)
+}
+
+func formatOffset(o int64) string { return strconv.FormatInt(o, 10) }
+
 // render is a segment as an answer: every field the API returns.
 func render(s rs.RemoteLogSegmentMetadata) string {
 	var epochs []string
@@ -123,26 +137,6 @@ func Answers(ctx context.Context, m rs.Manager, w Workload) []Answer {
 			rec(render(s), "%s: [%d]", probe, i)
 		}
 	}
-	recFound := func(s rs.RemoteLogSegmentMetadata, found bool, err error, probe string, args ...any) {
-		switch {
-		case err != nil:
-			rec(errName(err), probe, args...)
-		case !found:
-			rec("none", probe, args...)
-		default:
-			rec(render(s), probe, args...)
-		}
-	}
-	recOffset := func(o int64, found bool, err error, probe string, args ...any) {
-		switch {
-		case err != nil:
-			rec(errName(err), probe, args...)
-		case !found:
-			rec("none", probe, args...)
-		default:
-			rec(strconv.FormatInt(o, 10), probe, args...)
-		}
-	}
 	for _, tp := range w.Partitions {
 		name := fmt.Sprintf("%s-%d", tp.Topic, tp.Partition)
 		var (
@@ -177,9 +171,9 @@ func Answers(ctx context.Context, m rs.Manager, w Workload) []Answer {
 				rec(strconv.FormatInt(size, 10), "size %s", probe)
 			}
 			o, found, err := m.HighestOffsetForEpoch(ctx, tp, e)
-			recOffset(o, found, err, "highest offset %s", probe)
+			rec(answer(o, found, err, formatOffset), "highest offset %s", probe)
 			o, found, err = m.EpochEndOffset(ctx, tp, e)
-			recOffset(o, found, err, "epoch end offset %s", probe)
+			rec(answer(o, found, err, formatOffset), "epoch end offset %s", probe)
 
 			offsets := []int64{0, maxEnd + 100}
 			for _, s := range segs {
@@ -195,9 +189,9 @@ func Answers(ctx context.Context, m rs.Manager, w Workload) []Answer {
 					continue
 				}
 				s, found, err := m.RemoteLogSegmentMetadata(ctx, tp, e, o)
-				recFound(s, found, err, "lookup %s offset %d", probe, o)
+				rec(answer(s, found, err, render), "lookup %s offset %d", probe, o)
 				s, found, err = m.NextSegmentWithTxnIndex(ctx, tp, e, o)
-				recFound(s, found, err, "next txn index %s offset %d", probe, o)
+				rec(answer(s, found, err, render), "next txn index %s offset %d", probe, o)
 			}
 
 			var stamps []int64
@@ -207,7 +201,7 @@ func Answers(ctx context.Context, m rs.Manager, w Workload) []Answer {
 			for _, ts := range stamps {
 				for _, from := range []int64{0, maxEnd / 2} {
 					s, found, err := m.FirstSegmentForTimestamp(ctx, tp, e, ts, from)
-					recFound(s, found, err, "first for timestamp %s timestamp %d from offset %d", probe, ts, from)
+					rec(answer(s, found, err, render), "first for timestamp %s timestamp %d from offset %d", probe, ts, from)
 				}
 			}
 		}
