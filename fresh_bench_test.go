@@ -21,8 +21,8 @@ import (
 )
 
 // The benchmarks of a freshly written database that nothing has analyzed
-// (every new cluster, every new partition before autovacuum runs): the
-// issue-12 scenario. One partition gets 2,000 segments through the library,
+// (every new cluster, every new partition before autovacuum runs). One
+// partition gets 2,000 segments through the library,
 // 1,900 in epoch 0 and 100 in epoch 1, added and finished, and is queried at
 // once; autovacuum is off for the tables so it stays unanalyzed. Each
 // operation runs next to the raw statement that bounds it, on the same
