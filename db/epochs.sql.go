@@ -97,7 +97,7 @@ WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
                          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
   AND s.end_offset >= $4::bigint
   AND s.max_timestamp_ms >= $5::bigint
-  AND $3::integer = ANY(s.epochs)
+  AND (s.epochs[1] = $3::integer OR $3::integer = ANY(s.epochs)) -- carries @epoch: see segments.sql
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version

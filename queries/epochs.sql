@@ -39,7 +39,7 @@ WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
                          ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
   AND s.end_offset >= @starting_offset::bigint
   AND s.max_timestamp_ms >= @timestamp_ms::bigint
-  AND @epoch::integer = ANY(s.epochs)
+  AND (s.epochs[1] = @epoch::integer OR @epoch::integer = ANY(s.epochs)) -- carries @epoch: see segments.sql
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 ORDER BY s.start_offset, s.added_version
