@@ -7,6 +7,7 @@ package remotestorage_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
 
@@ -79,7 +81,11 @@ type consumingManager struct {
 	seen map[[20]byte]bool
 }
 
-func (c *consumingManager) consume(tp rs.TopicIDPartition) {
+// consume takes tp on and waits until it has loaded, the first time tp is
+// seen. It returns an error rather than failing the test: the suite's
+// racers call it from goroutines of their own, where a failed require
+// would end the goroutine and leave its call looking like a success.
+func (c *consumingManager) consume(tp rs.TopicIDPartition) error {
 	var key [20]byte
 	copy(key[:], tp.TopicID[:])
 	key[16], key[17], key[18], key[19] = byte(tp.Partition>>24), byte(tp.Partition>>16), byte(tp.Partition>>8), byte(tp.Partition)
@@ -87,68 +93,99 @@ func (c *consumingManager) consume(tp rs.TopicIDPartition) {
 	fresh := !c.seen[key]
 	c.seen[key] = true
 	c.mu.Unlock()
-	if fresh {
-		require.NoError(c.t, c.OnPartitionLeadershipChanges(context.Background(), []rs.TopicIDPartition{tp}, nil))
-		waitLoaded(c.t, c.PgManager, tp)
+	if !fresh {
+		return nil
 	}
+	if err := c.OnPartitionLeadershipChanges(context.Background(), []rs.TopicIDPartition{tp}, nil); err != nil {
+		return fmt.Errorf("consumingManager: taking %s on: %w", tp, err)
+	}
+	timeout := testwait.Timeout(c.t)
+	if !caughtUp(c.PgManager).Until(timeout, func() bool { return loaded(c.PgManager, tp) }) {
+		return fmt.Errorf("consumingManager: %s not loaded within %v", tp, timeout)
+	}
+	return nil
 }
 
 func (c *consumingManager) AddRemoteLogSegmentMetadata(ctx context.Context, m rs.RemoteLogSegmentMetadata) error {
-	c.consume(m.SegmentID.TopicIDPartition)
+	if err := c.consume(m.SegmentID.TopicIDPartition); err != nil {
+		return err
+	}
 	return c.PgManager.AddRemoteLogSegmentMetadata(ctx, m)
 }
 
 func (c *consumingManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u rs.RemoteLogSegmentMetadataUpdate) error {
-	c.consume(u.SegmentID.TopicIDPartition)
+	if err := c.consume(u.SegmentID.TopicIDPartition); err != nil {
+		return err
+	}
 	return c.PgManager.UpdateRemoteLogSegmentMetadata(ctx, u)
 }
 
 func (c *consumingManager) RemoteLogSegmentMetadata(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return rs.RemoteLogSegmentMetadata{}, false, err
+	}
 	return c.PgManager.RemoteLogSegmentMetadata(ctx, tp, e, o)
 }
 
 func (c *consumingManager) HighestOffsetForEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return 0, false, err
+	}
 	return c.PgManager.HighestOffsetForEpoch(ctx, tp, e)
 }
 
 func (c *consumingManager) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPartition) ([]rs.RemoteLogSegmentMetadata, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return nil, err
+	}
 	return c.PgManager.ListRemoteLogSegments(ctx, tp)
 }
 
 func (c *consumingManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) ([]rs.RemoteLogSegmentMetadata, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return nil, err
+	}
 	return c.PgManager.ListRemoteLogSegmentsByEpoch(ctx, tp, e)
 }
 
 func (c *consumingManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d rs.RemotePartitionDeleteMetadata) error {
-	c.consume(d.TopicIDPartition)
+	if err := c.consume(d.TopicIDPartition); err != nil {
+		return err
+	}
 	return c.PgManager.PutRemotePartitionDeleteMetadata(ctx, d)
 }
 
 func (c *consumingManager) CaughtUp(ctx context.Context, tp rs.TopicIDPartition) (bool, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return false, err
+	}
 	return c.PgManager.CaughtUp(ctx, tp)
 }
 
 func (c *consumingManager) RemoteLogSize(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return 0, err
+	}
 	return c.PgManager.RemoteLogSize(ctx, tp, e)
 }
 
 func (c *consumingManager) NextSegmentWithTxnIndex(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return rs.RemoteLogSegmentMetadata{}, false, err
+	}
 	return c.PgManager.NextSegmentWithTxnIndex(ctx, tp, e, o)
 }
 
 func (c *consumingManager) FirstSegmentForTimestamp(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch, ts, o int64) (rs.RemoteLogSegmentMetadata, bool, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return rs.RemoteLogSegmentMetadata{}, false, err
+	}
 	return c.PgManager.FirstSegmentForTimestamp(ctx, tp, e, ts, o)
 }
 
 func (c *consumingManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPartition, e rs.LeaderEpoch) (int64, bool, error) {
-	c.consume(tp)
+	if err := c.consume(tp); err != nil {
+		return 0, false, err
+	}
 	return c.PgManager.EpochEndOffset(ctx, tp, e)
 }

@@ -202,10 +202,13 @@ func caughtUp(m *rs.PgManager) *testsignal.Signal[rs.TopicIDPartition] {
 // waitLoaded waits until the cached partition tp has loaded.
 func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
-	caughtUp(m).WaitUntil(t, "partition loaded", func() bool {
-		_, err := m.CaughtUp(context.Background(), tp)
-		return !errors.Is(err, rs.ErrNotReady)
-	})
+	caughtUp(m).WaitUntil(t, "partition loaded", func() bool { return loaded(m, tp) })
+}
+
+// loaded reports whether the cached partition tp has loaded.
+func loaded(m *rs.PgManager, tp rs.TopicIDPartition) bool {
+	_, err := m.CaughtUp(context.Background(), tp)
+	return !errors.Is(err, rs.ErrNotReady)
 }
 
 // waitCaughtUp waits until m says it is caught up on tp. A partition still

@@ -9,13 +9,14 @@
 //
 // Signal never blocks the code under test: when the test has not consumed
 // earlier events and the buffer is full, the new event is dropped. A test
-// that waits for a state therefore checks the state first and waits only
-// while it does not hold; a full buffer still holds an event to wake it for
-// the next check.
+// that waits for a state rather than for one event calls WaitUntil, which
+// consumes nothing: it checks the state, and again after every event, so
+// any number of goroutines may wait on one Signal for states of their own.
 package testsignal
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,11 +35,19 @@ type TB = testwait.TB
 // concurrent use; Init may run while the code already signals.
 type Signal[T any] struct {
 	ch atomic.Pointer[chan T]
+
+	mu      sync.Mutex
+	changed chan struct{} // closed, and replaced, at every event after Init
 }
 
 // Init makes s keep its events from now on, for a test to wait on. A
 // second Init keeps the events already buffered.
 func (s *Signal[T]) Init() {
+	s.mu.Lock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	s.mu.Unlock()
 	ch := make(chan T, buffer)
 	s.ch.CompareAndSwap(nil, &ch)
 }
@@ -54,6 +63,10 @@ func (s *Signal[T]) Signal(val T) {
 	case *ch <- val:
 	default:
 	}
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
 }
 
 // WaitOrTimeout returns the oldest event not yet returned, waiting for one
@@ -65,21 +78,46 @@ func (s *Signal[T]) WaitOrTimeout(tb TB) T {
 	return val
 }
 
-// WaitUntil waits, one event at a time, until cond holds, checking it first
-// so that a state reached before the wait needs no event. It fails tb,
-// naming what, when cond still does not hold after testwait.Timeout.
+// WaitUntil waits until cond holds, checking it first, so that a state
+// reached before the wait needs no event, and again after every event. It
+// fails tb, naming what, when cond still does not hold after
+// testwait.Timeout. It consumes no event.
 func (s *Signal[T]) WaitUntil(tb TB, what string, cond func() bool) {
 	tb.Helper()
-	s.waitUntil(tb, time.Now().Add(testwait.Timeout(tb)), what, cond)
+	if !s.initialised() {
+		tb.Fatalf("testsignal: waiting for %s on a signal not initialised (call Init first)", what)
+		return
+	}
+	if !s.Until(testwait.Timeout(tb), cond) {
+		tb.Fatalf("testsignal: not by the test timeout: %s", what)
+	}
 }
 
-func (s *Signal[T]) waitUntil(tb TB, deadline time.Time, what string, cond func() bool) {
-	tb.Helper()
-	for !cond() {
-		if _, ok := s.wait(tb, deadline, what); !ok {
-			return
+// Until is WaitUntil for a goroutine that must not fail the test itself (a
+// goroutine other than the test's may not call FailNow): it reports whether
+// cond held within timeout. Init must have been called.
+func (s *Signal[T]) Until(timeout time.Duration, cond func() bool) bool {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		changed := s.changed // taken before cond runs, so no event is missed
+		s.mu.Unlock()
+		if cond() {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return cond()
 		}
 	}
+}
+
+func (s *Signal[T]) initialised() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed != nil
 }
 
 // wait returns the oldest event not yet returned, or fails tb at deadline.

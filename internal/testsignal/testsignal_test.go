@@ -2,6 +2,7 @@ package testsignal
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,12 +47,37 @@ func TestSignalWaitUntil(t *testing.T) {
 	s.Init()
 	s.WaitUntil(t, "a state already reached", func() bool { return true })
 
-	for range 3 {
-		s.Signal(struct{}{})
-	}
 	checks := 0
-	s.WaitUntil(t, "three events", func() bool { checks++; return checks > 3 })
+	s.WaitUntil(t, "three events", func() bool {
+		checks++
+		if checks > 3 {
+			return true
+		}
+		s.Signal(struct{}{}) // the event the wait that follows this check wakes on
+		return false
+	})
 	require.Equal(t, 4, checks, "a check before the wait and one after each event")
+}
+
+// Goroutines waiting on one Signal for states of their own are all woken:
+// an event one of them sees is not taken from the others.
+func TestSignalWaitUntilWakesEveryWaiter(t *testing.T) {
+	t.Parallel()
+	var s Signal[int]
+	s.Init()
+	const waiters = 4
+	var reached [waiters]atomic.Bool
+	results := make(chan bool, waiters)
+	for i := range waiters {
+		go func() { results <- s.Until(time.Minute, reached[i].Load) }()
+	}
+	for i := range waiters {
+		reached[i].Store(true)
+		s.Signal(i)
+	}
+	for range waiters {
+		require.True(t, <-results, "a waiter missed the event of its state")
+	}
 }
 
 func TestSignalFailsTheTest(t *testing.T) {
@@ -61,12 +87,13 @@ func TestSignalFailsTheTest(t *testing.T) {
 	s.WaitOrTimeout(tb)
 	require.Len(t, tb.failures, 1)
 	require.Contains(t, tb.failures[0], "not initialised")
+	tb = &recordingTB{}
+	s.WaitUntil(tb, "a state", func() bool { return false })
+	require.Len(t, tb.failures, 1)
+	require.Contains(t, tb.failures[0], "not initialised")
 
 	s.Init()
-	tb = &recordingTB{}
 	start := time.Now()
-	s.waitUntil(tb, start.Add(20*time.Millisecond), "a state never reached", func() bool { return false })
-	require.Len(t, tb.failures, 1)
-	require.Contains(t, tb.failures[0], "a state never reached")
+	require.False(t, s.Until(20*time.Millisecond, func() bool { return false }))
 	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
 }
