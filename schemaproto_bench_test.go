@@ -232,13 +232,20 @@ const protoLockSeq = `WITH l AS MATERIALIZED (
     SELECT nextval('p_versions') AS v FROM l
 )`
 
+// protoInsertSegment is the candidates' insert of a segment row, stamped
+// with the version expression v (the rest of the statement may name the
+// table v is read from).
+func protoInsertSegment(v string) string {
+	return `INSERT INTO p_segments (segment_id, topic_id, partition, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
+        event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
+        added_version, last_version)
+    SELECT $3, $1, $2, 'writes', $4, $5, 0, 0, 0, 1024, NULL, $8, true, $6::integer[], $7::bigint[], ` + v + `, ` + v
+}
+
 func (o protoShape) add() string {
 	if o.plainBump {
 		return protoPlainBump(true) + `, seg AS (
-    INSERT INTO p_segments (segment_id, topic_id, partition, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
-        event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
-        added_version, last_version)
-    SELECT $3, $1, $2, 'writes', $4, $5, 0, 0, 0, 1024, NULL, $8, true, $6::integer[], $7::bigint[], pr.version, pr.version
+    ` + protoInsertSegment("pr.version") + `
     FROM pr
     RETURNING added_version
 )
@@ -248,10 +255,7 @@ SELECT added_version FROM seg`
 		return protoLockSeq + `, pr AS (
     INSERT INTO p_partitions (topic_id, partition, topic) VALUES ($1, $2, 'writes') ON CONFLICT DO NOTHING
 ), seg AS (
-    INSERT INTO p_segments (segment_id, topic_id, partition, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
-        event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
-        added_version, last_version)
-    SELECT $3, $1, $2, 'writes', $4, $5, 0, 0, 0, 1024, NULL, $8, true, $6::integer[], $7::bigint[], v.v, v.v
+    ` + protoInsertSegment("v.v") + `
     FROM v
     WHERE NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS NOT NULL)
     RETURNING added_version
@@ -259,10 +263,7 @@ SELECT added_version FROM seg`
 SELECT added_version FROM seg`
 	}
 	if !o.partition {
-		return `INSERT INTO p_segments (segment_id, topic_id, partition, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
-        event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
-        added_version, last_version)
-    VALUES ($3, $1, $2, 'writes', $4, $5, 0, 0, 0, 1024, NULL, $8, true, $6::integer[], $7::bigint[], $4, $4)
+		return protoInsertSegment("$4::bigint") + `
     RETURNING added_version`
 	}
 	feed := ""
@@ -280,10 +281,7 @@ SELECT added_version FROM seg`
     WHERE p.delete_state IS NULL
     RETURNING p.version
 ), seg AS (
-    INSERT INTO p_segments (segment_id, topic_id, partition, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
-        event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
-        added_version, last_version)
-    SELECT $3, $1, $2, 'writes', $4, $5, 0, 0, 0, 1024, NULL, $8, true, $6::integer[], $7::bigint[], pr.version, pr.version
+    ` + protoInsertSegment("pr.version") + `
     FROM pr
     RETURNING added_version
 )` + feed + `
@@ -299,28 +297,19 @@ func protoFinish(hot bool) string {
 }
 
 func (o protoShape) finish() string {
-	if o.plainBump {
-		return protoPlainBump(false) + `, seg AS (
+	if o.plainBump || o.lockSeq {
+		prefix, v, from := protoLockSeq, "v.v", "v"
+		live := "\n      AND NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state = 2)"
+		if o.plainBump {
+			prefix, v, from, live = protoPlainBump(false), "pr.version", "pr", "" // pr is empty for a deleted partition
+		}
+		return prefix + `, seg AS (
     UPDATE p_segments AS s
     SET state = $4, broker_id = 1, event_timestamp_ms = 1,
-        finished_version = CASE WHEN $6::boolean THEN coalesce(s.finished_version, pr.version) ELSE s.finished_version END,
-        last_version = pr.version, updated_at = now()
-    FROM pr
-    WHERE s.segment_id = $3 AND s.state = ANY($5::smallint[])
-    RETURNING s.*
-)` + o.raiseEnds() + `
-SELECT coalesce(seg.last_version, -1), seg.state
-FROM (SELECT 1) AS one LEFT JOIN seg ON true`
-	}
-	if o.lockSeq {
-		return protoLockSeq + `, seg AS (
-    UPDATE p_segments AS s
-    SET state = $4, broker_id = 1, event_timestamp_ms = 1,
-        finished_version = CASE WHEN $6::boolean THEN coalesce(s.finished_version, v.v) ELSE s.finished_version END,
-        last_version = v.v, updated_at = now()
-    FROM v
-    WHERE s.segment_id = $3 AND s.state = ANY($5::smallint[])
-      AND NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state = 2)
+        finished_version = CASE WHEN $6::boolean THEN coalesce(s.finished_version, ` + v + `) ELSE s.finished_version END,
+        last_version = ` + v + `, updated_at = now()
+    FROM ` + from + `
+    WHERE s.segment_id = $3 AND s.state = ANY($5::smallint[])` + live + `
     RETURNING s.*
 )` + o.raiseEnds() + `
 SELECT coalesce(seg.last_version, -1), seg.state
