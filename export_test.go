@@ -52,6 +52,13 @@ func (m *PgManager) PartitionChangesForTest(ctx context.Context, tp TopicIDParti
 	return len(rows), err
 }
 
+// PartitionLoadForTest sends the cache's read of the live segments of tp
+// that a load makes, and returns how many it read.
+func (m *PgManager) PartitionLoadForTest(ctx context.Context, tp TopicIDPartition) (int, error) {
+	rows, err := m.queries.PartitionLoad(ctx, m.pool, db.PartitionLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	return len(rows), err
+}
+
 // PartitionCatchUpForTest sends the cache's one-statement catch-up of tp
 // after version, and returns how many segments it brought.
 func (m *PgManager) PartitionCatchUpForTest(ctx context.Context, tp TopicIDPartition, after int64) (int, error) {

@@ -117,17 +117,16 @@ func (m *PgManager) remoteLogSegments(ctx context.Context, tp TopicIDPartition, 
 		if page, served, err := m.pageFromCache(tp, after, limit, all); served {
 			return page, err
 		}
-		rows, err := m.queries.SegmentListPage(ctx, m.reader, db.SegmentListPageParams{
-			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
-			AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
-			PageSize: int32(limit),
-		})
+		page, err := scanSegments(ctx, m.reader, func(rec db.DBTX) error {
+			_, err := m.queries.SegmentListPage(ctx, rec, db.SegmentListPageParams{
+				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
+				AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
+				PageSize: int32(limit),
+			})
+			return err
+		}, itemFromRow)
 		if err != nil {
 			return nil, ioError(ctx, err, "list segments of %s after offset %d", tp, after.startOffset)
-		}
-		page := make([]listItem, len(rows))
-		for i, r := range rows {
-			page[i] = itemFromRow(r.RlmmSegment)
 		}
 		return page, nil
 	}
@@ -147,17 +146,16 @@ func (m *PgManager) remoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPart
 		if page, served, err := m.pageFromCache(tp, after, limit, carries(epoch)); served {
 			return page, err
 		}
-		rows, err := m.queries.SegmentListByEpochPage(ctx, m.reader, db.SegmentListByEpochPageParams{
-			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-			AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
-			PageSize: int32(limit),
-		})
+		page, err := scanSegments(ctx, m.reader, func(rec db.DBTX) error {
+			_, err := m.queries.SegmentListByEpochPage(ctx, rec, db.SegmentListByEpochPageParams{
+				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
+				AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
+				PageSize: int32(limit),
+			})
+			return err
+		}, itemFromRow)
 		if err != nil {
 			return nil, ioError(ctx, err, "list segments of epoch %d in %s after offset %d", epoch, tp, after.startOffset)
-		}
-		page := make([]listItem, len(rows))
-		for i, r := range rows {
-			page[i] = itemFromRow(r.RlmmSegment)
 		}
 		return page, nil
 	}
@@ -172,7 +170,7 @@ func (m *PgManager) pageFromCache(tp TopicIDPartition, after listKey, limit int,
 	return page, served, err
 }
 
-func itemFromRow(r db.RlmmSegment) listItem {
+func itemFromRow(r *apiRow) listItem {
 	return listItem{key: listKey{startOffset: r.StartOffset, addedVersion: r.AddedVersion}, meta: segmentFromRow(r)}
 }
 

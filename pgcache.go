@@ -381,8 +381,8 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 	if after == 0 {
 		// The load: the live segments only, whatever the partition's
 		// history; the partition row gives the version they make up.
-		var live []db.SegmentListRow
-		live, err = c.m.queries.SegmentList(ctx, tx, db.SegmentListParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+		var live []db.PartitionLoadRow
+		live, err = c.m.queries.PartitionLoad(ctx, tx, db.PartitionLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 		for _, r := range live {
 			read.segments = append(read.segments, r.RlmmSegment)
 		}

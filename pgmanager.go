@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/google/uuid"
-
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -345,7 +343,7 @@ func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPart
 	if !found || err != nil {
 		return RemoteLogSegmentMetadata{}, false, err
 	}
-	return segmentFromRow(row.RlmmSegment), true, nil
+	return segmentFromRow((*apiRow)(&row)), true, nil
 }
 
 // HighestOffsetForEpoch returns the largest EndOffset of the finished
@@ -370,15 +368,14 @@ func (m *PgManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartiti
 	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(all) }); served {
 		return list, err
 	}
-	rows, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) ([]db.SegmentListRow, error) {
-		return m.queries.SegmentList(ctx, tx, db.SegmentListParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	out, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) ([]RemoteLogSegmentMetadata, error) {
+		return scanSegments(ctx, tx, func(rec db.DBTX) error {
+			_, err := m.queries.SegmentList(ctx, rec, db.SegmentListParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+			return err
+		}, segmentFromRow)
 	}, nil)
 	if err != nil {
 		return nil, ioError(ctx, err, "list segments of %s", tp)
-	}
-	out := make([]RemoteLogSegmentMetadata, len(rows))
-	for i, r := range rows {
-		out[i] = segmentFromRow(r.RlmmSegment)
 	}
 	return out, nil
 }
@@ -390,17 +387,16 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(carries(epoch)) }); served {
 		return list, err
 	}
-	rows, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) ([]db.SegmentListByEpochRow, error) {
-		return m.queries.SegmentListByEpoch(ctx, tx, db.SegmentListByEpochParams{
-			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-		})
+	out, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) ([]RemoteLogSegmentMetadata, error) {
+		return scanSegments(ctx, tx, func(rec db.DBTX) error {
+			_, err := m.queries.SegmentListByEpoch(ctx, rec, db.SegmentListByEpochParams{
+				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
+			})
+			return err
+		}, segmentFromRow)
 	}, nil)
 	if err != nil {
 		return nil, ioError(ctx, err, "list segments of epoch %d in %s", epoch, tp)
-	}
-	out := make([]RemoteLogSegmentMetadata, len(rows))
-	for i, r := range rows {
-		out[i] = segmentFromRow(r.RlmmSegment)
 	}
 	return out, nil
 }
@@ -490,31 +486,7 @@ func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDParti
 	if !found || err != nil {
 		return RemoteLogSegmentMetadata{}, false, err
 	}
-	return segmentFromRow(row.RlmmSegment), true, nil
-}
-
-// segmentFromRow converts a stored segment to the public type.
-func segmentFromRow(r db.RlmmSegment) RemoteLogSegmentMetadata {
-	epochs := make(map[LeaderEpoch]int64, len(r.Epochs))
-	for i, e := range r.Epochs {
-		epochs[LeaderEpoch(e)] = r.EpochStartOffsets[i]
-	}
-	return RemoteLogSegmentMetadata{
-		SegmentID: RemoteLogSegmentID{
-			TopicIDPartition: TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition},
-			ID:               uuid.UUID(r.SegmentID),
-		},
-		StartOffset:         r.StartOffset,
-		EndOffset:           r.EndOffset,
-		MaxTimestampMs:      r.MaxTimestampMs,
-		BrokerID:            r.BrokerID,
-		EventTimestampMs:    r.EventTimestampMs,
-		SegmentSizeInBytes:  r.SegmentSizeBytes,
-		CustomMetadata:      r.CustomMetadata,
-		State:               RemoteLogSegmentState(r.State),
-		SegmentLeaderEpochs: epochs,
-		TxnIndexEmpty:       r.TxnIndexEmpty,
-	}
+	return segmentFromRow((*apiRow)(&row)), true, nil
 }
 
 // FirstSegmentForTimestamp returns the first COPY_SEGMENT_FINISHED segment
@@ -542,7 +514,7 @@ func (m *PgManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPart
 	if !found || err != nil {
 		return RemoteLogSegmentMetadata{}, false, err
 	}
-	return segmentFromRow(row.RlmmSegment), true, nil
+	return segmentFromRow((*apiRow)(&row)), true, nil
 }
 
 // EpochEndOffset is Kafka's meaning of "highest offset for epoch", for

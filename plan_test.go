@@ -172,7 +172,12 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 		run     func() error
 		replace map[any]any
 		walked  int
-	}{name: "list", run: func() error { _, err := m.ListRemoteLogSegments(ctx, tp); return err }})
+	}{name: "list", run: func() error { _, err := m.ListRemoteLogSegments(ctx, tp); return err }}, struct {
+		name    string
+		run     func() error
+		replace map[any]any
+		walked  int
+	}{name: "cache load", run: func() error { _, err := m.PartitionLoadForTest(ctx, tp); return err }})
 
 	explainConn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)

@@ -77,7 +77,9 @@ func (q *Queries) EpochEndsChanged(ctx context.Context, db DBTX, arg EpochEndsCh
 
 const segmentFirstForTimestamp = `-- name: SegmentFirstForTimestamp :one
 
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   -- The walk must follow rlmm_segments_list_idx (state IN (0, 1, 2)) in its
@@ -113,7 +115,22 @@ type SegmentFirstForTimestampParams struct {
 }
 
 type SegmentFirstForTimestampRow struct {
-	RlmmSegment RlmmSegment
+	TopicID           dbuuid.UUID
+	Partition         int32
+	SegmentID         dbuuid.UUID
+	Topic             string
+	StartOffset       int64
+	EndOffset         int64
+	MaxTimestampMs    int64
+	BrokerID          int32
+	EventTimestampMs  int64
+	SegmentSizeBytes  int32
+	CustomMetadata    []byte
+	State             int16
+	TxnIndexEmpty     bool
+	Epochs            []int32
+	EpochStartOffsets []int64
+	AddedVersion      int64
 }
 
 // FirstSegmentForTimestamp and EpochEndOffset. rlmm_epoch_ends is
@@ -146,27 +163,22 @@ func (q *Queries) SegmentFirstForTimestamp(ctx context.Context, db DBTX, arg Seg
 	)
 	var i SegmentFirstForTimestampRow
 	err := row.Scan(
-		&i.RlmmSegment.TopicID,
-		&i.RlmmSegment.Partition,
-		&i.RlmmSegment.SegmentID,
-		&i.RlmmSegment.Topic,
-		&i.RlmmSegment.StartOffset,
-		&i.RlmmSegment.EndOffset,
-		&i.RlmmSegment.MaxTimestampMs,
-		&i.RlmmSegment.BrokerID,
-		&i.RlmmSegment.EventTimestampMs,
-		&i.RlmmSegment.SegmentSizeBytes,
-		&i.RlmmSegment.CustomMetadata,
-		&i.RlmmSegment.State,
-		&i.RlmmSegment.TxnIndexEmpty,
-		&i.RlmmSegment.Epochs,
-		&i.RlmmSegment.EpochStartOffsets,
-		&i.RlmmSegment.AddedVersion,
-		&i.RlmmSegment.FinishedVersion,
-		&i.RlmmSegment.LastVersion,
-		&i.RlmmSegment.CreatedAt,
-		&i.RlmmSegment.UpdatedAt,
-		&i.RlmmSegment.EpochEndsRaised,
+		&i.TopicID,
+		&i.Partition,
+		&i.SegmentID,
+		&i.Topic,
+		&i.StartOffset,
+		&i.EndOffset,
+		&i.MaxTimestampMs,
+		&i.BrokerID,
+		&i.EventTimestampMs,
+		&i.SegmentSizeBytes,
+		&i.CustomMetadata,
+		&i.State,
+		&i.TxnIndexEmpty,
+		&i.Epochs,
+		&i.EpochStartOffsets,
+		&i.AddedVersion,
 	)
 	return i, err
 }

@@ -325,6 +325,70 @@ func (q *Queries) PartitionGet(ctx context.Context, db DBTX, arg PartitionGetPar
 	return i, err
 }
 
+const partitionLoad = `-- name: PartitionLoad :many
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+FROM rlmm_segments s
+WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
+ORDER BY s.start_offset, s.added_version
+`
+
+type PartitionLoadParams struct {
+	TopicID   dbuuid.UUID
+	Partition int32
+}
+
+type PartitionLoadRow struct {
+	RlmmSegment RlmmSegment
+}
+
+// A cache's load: every segment of the partition that is not forgotten, with
+// the versions a cache keeps, read as SegmentList reads them (one range of
+// rlmm_segments_list_idx) in the same snapshot as PartitionGet.
+func (q *Queries) PartitionLoad(ctx context.Context, db DBTX, arg PartitionLoadParams) ([]PartitionLoadRow, error) {
+	rows, err := db.Query(ctx, partitionLoad, arg.TopicID, arg.Partition)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PartitionLoadRow{}
+	for rows.Next() {
+		var i PartitionLoadRow
+		if err := rows.Scan(
+			&i.RlmmSegment.TopicID,
+			&i.RlmmSegment.Partition,
+			&i.RlmmSegment.SegmentID,
+			&i.RlmmSegment.Topic,
+			&i.RlmmSegment.StartOffset,
+			&i.RlmmSegment.EndOffset,
+			&i.RlmmSegment.MaxTimestampMs,
+			&i.RlmmSegment.BrokerID,
+			&i.RlmmSegment.EventTimestampMs,
+			&i.RlmmSegment.SegmentSizeBytes,
+			&i.RlmmSegment.CustomMetadata,
+			&i.RlmmSegment.State,
+			&i.RlmmSegment.TxnIndexEmpty,
+			&i.RlmmSegment.Epochs,
+			&i.RlmmSegment.EpochStartOffsets,
+			&i.RlmmSegment.AddedVersion,
+			&i.RlmmSegment.FinishedVersion,
+			&i.RlmmSegment.LastVersion,
+			&i.RlmmSegment.CreatedAt,
+			&i.RlmmSegment.UpdatedAt,
+			&i.RlmmSegment.EpochEndsRaised,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionVersion = `-- name: PartitionVersion :one
 SELECT coalesce(
     (SELECT p.version FROM rlmm_partitions p

@@ -13,6 +13,7 @@ import (
 
 const segmentAdd = `-- name: SegmentAdd :one
 
+
 WITH partition_row AS (
     INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span)
     VALUES ($1::uuid, $2::integer, $3::text, 1, $4::bigint)
@@ -83,6 +84,12 @@ type SegmentAddParams struct {
 //     epoch), and ANY, which takes the array apart for every row, cost a
 //     100-segment RemoteLogSize about a fifth of its server CPU.
 //
+// The reads that answer with segments select the API's columns, in one
+// order: those RemoteLogSegmentMetadata carries and added_version (the list
+// key of the streaming pages), not the versions and timestamps the caches
+// and operators read. sqlc gives each such query a row type with the fields
+// of the library's apiRow (rows.go), which the compiler holds them to; the
+// lists scan straight into the public type (rows.go says why).
 // Adds a segment in one statement: bumps (or creates) the partition row,
 // which also locks it, unless the partition has a delete record, and widens
 // its max_epoch_span to the longest epoch range of the segment; inserts the
@@ -141,7 +148,9 @@ func (q *Queries) SegmentHighestOffset(ctx context.Context, db DBTX, arg Segment
 }
 
 const segmentList = `-- name: SegmentList :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -156,7 +165,22 @@ type SegmentListParams struct {
 }
 
 type SegmentListRow struct {
-	RlmmSegment RlmmSegment
+	TopicID           dbuuid.UUID
+	Partition         int32
+	SegmentID         dbuuid.UUID
+	Topic             string
+	StartOffset       int64
+	EndOffset         int64
+	MaxTimestampMs    int64
+	BrokerID          int32
+	EventTimestampMs  int64
+	SegmentSizeBytes  int32
+	CustomMetadata    []byte
+	State             int16
+	TxnIndexEmpty     bool
+	Epochs            []int32
+	EpochStartOffsets []int64
+	AddedVersion      int64
 }
 
 // Every segment of the partition that is not forgotten, in list order, from
@@ -171,27 +195,22 @@ func (q *Queries) SegmentList(ctx context.Context, db DBTX, arg SegmentListParam
 	for rows.Next() {
 		var i SegmentListRow
 		if err := rows.Scan(
-			&i.RlmmSegment.TopicID,
-			&i.RlmmSegment.Partition,
-			&i.RlmmSegment.SegmentID,
-			&i.RlmmSegment.Topic,
-			&i.RlmmSegment.StartOffset,
-			&i.RlmmSegment.EndOffset,
-			&i.RlmmSegment.MaxTimestampMs,
-			&i.RlmmSegment.BrokerID,
-			&i.RlmmSegment.EventTimestampMs,
-			&i.RlmmSegment.SegmentSizeBytes,
-			&i.RlmmSegment.CustomMetadata,
-			&i.RlmmSegment.State,
-			&i.RlmmSegment.TxnIndexEmpty,
-			&i.RlmmSegment.Epochs,
-			&i.RlmmSegment.EpochStartOffsets,
-			&i.RlmmSegment.AddedVersion,
-			&i.RlmmSegment.FinishedVersion,
-			&i.RlmmSegment.LastVersion,
-			&i.RlmmSegment.CreatedAt,
-			&i.RlmmSegment.UpdatedAt,
-			&i.RlmmSegment.EpochEndsRaised,
+			&i.TopicID,
+			&i.Partition,
+			&i.SegmentID,
+			&i.Topic,
+			&i.StartOffset,
+			&i.EndOffset,
+			&i.MaxTimestampMs,
+			&i.BrokerID,
+			&i.EventTimestampMs,
+			&i.SegmentSizeBytes,
+			&i.CustomMetadata,
+			&i.State,
+			&i.TxnIndexEmpty,
+			&i.Epochs,
+			&i.EpochStartOffsets,
+			&i.AddedVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -204,7 +223,9 @@ func (q *Queries) SegmentList(ctx context.Context, db DBTX, arg SegmentListParam
 }
 
 const segmentListByEpoch = `-- name: SegmentListByEpoch :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -229,7 +250,22 @@ type SegmentListByEpochParams struct {
 }
 
 type SegmentListByEpochRow struct {
-	RlmmSegment RlmmSegment
+	TopicID           dbuuid.UUID
+	Partition         int32
+	SegmentID         dbuuid.UUID
+	Topic             string
+	StartOffset       int64
+	EndOffset         int64
+	MaxTimestampMs    int64
+	BrokerID          int32
+	EventTimestampMs  int64
+	SegmentSizeBytes  int32
+	CustomMetadata    []byte
+	State             int16
+	TxnIndexEmpty     bool
+	Epochs            []int32
+	EpochStartOffsets []int64
+	AddedVersion      int64
 }
 
 // SegmentList restricted to the segments carrying @epoch. The epoch's
@@ -250,27 +286,22 @@ func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentLi
 	for rows.Next() {
 		var i SegmentListByEpochRow
 		if err := rows.Scan(
-			&i.RlmmSegment.TopicID,
-			&i.RlmmSegment.Partition,
-			&i.RlmmSegment.SegmentID,
-			&i.RlmmSegment.Topic,
-			&i.RlmmSegment.StartOffset,
-			&i.RlmmSegment.EndOffset,
-			&i.RlmmSegment.MaxTimestampMs,
-			&i.RlmmSegment.BrokerID,
-			&i.RlmmSegment.EventTimestampMs,
-			&i.RlmmSegment.SegmentSizeBytes,
-			&i.RlmmSegment.CustomMetadata,
-			&i.RlmmSegment.State,
-			&i.RlmmSegment.TxnIndexEmpty,
-			&i.RlmmSegment.Epochs,
-			&i.RlmmSegment.EpochStartOffsets,
-			&i.RlmmSegment.AddedVersion,
-			&i.RlmmSegment.FinishedVersion,
-			&i.RlmmSegment.LastVersion,
-			&i.RlmmSegment.CreatedAt,
-			&i.RlmmSegment.UpdatedAt,
-			&i.RlmmSegment.EpochEndsRaised,
+			&i.TopicID,
+			&i.Partition,
+			&i.SegmentID,
+			&i.Topic,
+			&i.StartOffset,
+			&i.EndOffset,
+			&i.MaxTimestampMs,
+			&i.BrokerID,
+			&i.EventTimestampMs,
+			&i.SegmentSizeBytes,
+			&i.CustomMetadata,
+			&i.State,
+			&i.TxnIndexEmpty,
+			&i.Epochs,
+			&i.EpochStartOffsets,
+			&i.AddedVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -283,7 +314,9 @@ func (q *Queries) SegmentListByEpoch(ctx context.Context, db DBTX, arg SegmentLi
 }
 
 const segmentListByEpochPage = `-- name: SegmentListByEpochPage :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM (SELECT
         (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
          WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
@@ -317,7 +350,22 @@ type SegmentListByEpochPageParams struct {
 }
 
 type SegmentListByEpochPageRow struct {
-	RlmmSegment RlmmSegment
+	TopicID           dbuuid.UUID
+	Partition         int32
+	SegmentID         dbuuid.UUID
+	Topic             string
+	StartOffset       int64
+	EndOffset         int64
+	MaxTimestampMs    int64
+	BrokerID          int32
+	EventTimestampMs  int64
+	SegmentSizeBytes  int32
+	CustomMetadata    []byte
+	State             int16
+	TxnIndexEmpty     bool
+	Epochs            []int32
+	EpochStartOffsets []int64
+	AddedVersion      int64
 }
 
 // A page of SegmentListByEpoch after the cursor, as SegmentListPage: the
@@ -340,27 +388,22 @@ func (q *Queries) SegmentListByEpochPage(ctx context.Context, db DBTX, arg Segme
 	for rows.Next() {
 		var i SegmentListByEpochPageRow
 		if err := rows.Scan(
-			&i.RlmmSegment.TopicID,
-			&i.RlmmSegment.Partition,
-			&i.RlmmSegment.SegmentID,
-			&i.RlmmSegment.Topic,
-			&i.RlmmSegment.StartOffset,
-			&i.RlmmSegment.EndOffset,
-			&i.RlmmSegment.MaxTimestampMs,
-			&i.RlmmSegment.BrokerID,
-			&i.RlmmSegment.EventTimestampMs,
-			&i.RlmmSegment.SegmentSizeBytes,
-			&i.RlmmSegment.CustomMetadata,
-			&i.RlmmSegment.State,
-			&i.RlmmSegment.TxnIndexEmpty,
-			&i.RlmmSegment.Epochs,
-			&i.RlmmSegment.EpochStartOffsets,
-			&i.RlmmSegment.AddedVersion,
-			&i.RlmmSegment.FinishedVersion,
-			&i.RlmmSegment.LastVersion,
-			&i.RlmmSegment.CreatedAt,
-			&i.RlmmSegment.UpdatedAt,
-			&i.RlmmSegment.EpochEndsRaised,
+			&i.TopicID,
+			&i.Partition,
+			&i.SegmentID,
+			&i.Topic,
+			&i.StartOffset,
+			&i.EndOffset,
+			&i.MaxTimestampMs,
+			&i.BrokerID,
+			&i.EventTimestampMs,
+			&i.SegmentSizeBytes,
+			&i.CustomMetadata,
+			&i.State,
+			&i.TxnIndexEmpty,
+			&i.Epochs,
+			&i.EpochStartOffsets,
+			&i.AddedVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -373,7 +416,9 @@ func (q *Queries) SegmentListByEpochPage(ctx context.Context, db DBTX, arg Segme
 }
 
 const segmentListPage = `-- name: SegmentListPage :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -393,7 +438,22 @@ type SegmentListPageParams struct {
 }
 
 type SegmentListPageRow struct {
-	RlmmSegment RlmmSegment
+	TopicID           dbuuid.UUID
+	Partition         int32
+	SegmentID         dbuuid.UUID
+	Topic             string
+	StartOffset       int64
+	EndOffset         int64
+	MaxTimestampMs    int64
+	BrokerID          int32
+	EventTimestampMs  int64
+	SegmentSizeBytes  int32
+	CustomMetadata    []byte
+	State             int16
+	TxnIndexEmpty     bool
+	Epochs            []int32
+	EpochStartOffsets []int64
+	AddedVersion      int64
 }
 
 // A page of SegmentList for the streaming iterators (iter.go): the next
@@ -419,27 +479,22 @@ func (q *Queries) SegmentListPage(ctx context.Context, db DBTX, arg SegmentListP
 	for rows.Next() {
 		var i SegmentListPageRow
 		if err := rows.Scan(
-			&i.RlmmSegment.TopicID,
-			&i.RlmmSegment.Partition,
-			&i.RlmmSegment.SegmentID,
-			&i.RlmmSegment.Topic,
-			&i.RlmmSegment.StartOffset,
-			&i.RlmmSegment.EndOffset,
-			&i.RlmmSegment.MaxTimestampMs,
-			&i.RlmmSegment.BrokerID,
-			&i.RlmmSegment.EventTimestampMs,
-			&i.RlmmSegment.SegmentSizeBytes,
-			&i.RlmmSegment.CustomMetadata,
-			&i.RlmmSegment.State,
-			&i.RlmmSegment.TxnIndexEmpty,
-			&i.RlmmSegment.Epochs,
-			&i.RlmmSegment.EpochStartOffsets,
-			&i.RlmmSegment.AddedVersion,
-			&i.RlmmSegment.FinishedVersion,
-			&i.RlmmSegment.LastVersion,
-			&i.RlmmSegment.CreatedAt,
-			&i.RlmmSegment.UpdatedAt,
-			&i.RlmmSegment.EpochEndsRaised,
+			&i.TopicID,
+			&i.Partition,
+			&i.SegmentID,
+			&i.Topic,
+			&i.StartOffset,
+			&i.EndOffset,
+			&i.MaxTimestampMs,
+			&i.BrokerID,
+			&i.EventTimestampMs,
+			&i.SegmentSizeBytes,
+			&i.CustomMetadata,
+			&i.State,
+			&i.TxnIndexEmpty,
+			&i.Epochs,
+			&i.EpochStartOffsets,
+			&i.AddedVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -452,7 +507,9 @@ func (q *Queries) SegmentListPage(ctx context.Context, db DBTX, arg SegmentListP
 }
 
 const segmentLookup = `-- name: SegmentLookup :one
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.segment_id = (
     SELECT e.segment_id
@@ -481,7 +538,22 @@ type SegmentLookupParams struct {
 }
 
 type SegmentLookupRow struct {
-	RlmmSegment RlmmSegment
+	TopicID           dbuuid.UUID
+	Partition         int32
+	SegmentID         dbuuid.UUID
+	Topic             string
+	StartOffset       int64
+	EndOffset         int64
+	MaxTimestampMs    int64
+	BrokerID          int32
+	EventTimestampMs  int64
+	SegmentSizeBytes  int32
+	CustomMetadata    []byte
+	State             int16
+	TxnIndexEmpty     bool
+	Epochs            []int32
+	EpochStartOffsets []int64
+	AddedVersion      int64
 }
 
 // The finished segment whose range of @epoch contains @lookup_offset; among
@@ -499,27 +571,22 @@ func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupP
 	)
 	var i SegmentLookupRow
 	err := row.Scan(
-		&i.RlmmSegment.TopicID,
-		&i.RlmmSegment.Partition,
-		&i.RlmmSegment.SegmentID,
-		&i.RlmmSegment.Topic,
-		&i.RlmmSegment.StartOffset,
-		&i.RlmmSegment.EndOffset,
-		&i.RlmmSegment.MaxTimestampMs,
-		&i.RlmmSegment.BrokerID,
-		&i.RlmmSegment.EventTimestampMs,
-		&i.RlmmSegment.SegmentSizeBytes,
-		&i.RlmmSegment.CustomMetadata,
-		&i.RlmmSegment.State,
-		&i.RlmmSegment.TxnIndexEmpty,
-		&i.RlmmSegment.Epochs,
-		&i.RlmmSegment.EpochStartOffsets,
-		&i.RlmmSegment.AddedVersion,
-		&i.RlmmSegment.FinishedVersion,
-		&i.RlmmSegment.LastVersion,
-		&i.RlmmSegment.CreatedAt,
-		&i.RlmmSegment.UpdatedAt,
-		&i.RlmmSegment.EpochEndsRaised,
+		&i.TopicID,
+		&i.Partition,
+		&i.SegmentID,
+		&i.Topic,
+		&i.StartOffset,
+		&i.EndOffset,
+		&i.MaxTimestampMs,
+		&i.BrokerID,
+		&i.EventTimestampMs,
+		&i.SegmentSizeBytes,
+		&i.CustomMetadata,
+		&i.State,
+		&i.TxnIndexEmpty,
+		&i.Epochs,
+		&i.EpochStartOffsets,
+		&i.AddedVersion,
 	)
 	return i, err
 }
@@ -570,7 +637,9 @@ WITH RECURSIVE walk AS (
     ) AS next
     WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
 )
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.segment_id = (SELECT walk.segment_id FROM walk WHERE NOT walk.txn_index_empty LIMIT 1)
   AND (s.topic_id = $1::uuid AND s.partition = $2::integer) IS TRUE
@@ -584,7 +653,22 @@ type SegmentNextWithTxnIndexParams struct {
 }
 
 type SegmentNextWithTxnIndexRow struct {
-	RlmmSegment RlmmSegment
+	TopicID           dbuuid.UUID
+	Partition         int32
+	SegmentID         dbuuid.UUID
+	Topic             string
+	StartOffset       int64
+	EndOffset         int64
+	MaxTimestampMs    int64
+	BrokerID          int32
+	EventTimestampMs  int64
+	SegmentSizeBytes  int32
+	CustomMetadata    []byte
+	State             int16
+	TxnIndexEmpty     bool
+	Epochs            []int32
+	EpochStartOffsets []int64
+	AddedVersion      int64
 }
 
 // Walks the lookups of @epoch from @lookup_offset (each step looks up the
@@ -600,27 +684,22 @@ func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg Segm
 	)
 	var i SegmentNextWithTxnIndexRow
 	err := row.Scan(
-		&i.RlmmSegment.TopicID,
-		&i.RlmmSegment.Partition,
-		&i.RlmmSegment.SegmentID,
-		&i.RlmmSegment.Topic,
-		&i.RlmmSegment.StartOffset,
-		&i.RlmmSegment.EndOffset,
-		&i.RlmmSegment.MaxTimestampMs,
-		&i.RlmmSegment.BrokerID,
-		&i.RlmmSegment.EventTimestampMs,
-		&i.RlmmSegment.SegmentSizeBytes,
-		&i.RlmmSegment.CustomMetadata,
-		&i.RlmmSegment.State,
-		&i.RlmmSegment.TxnIndexEmpty,
-		&i.RlmmSegment.Epochs,
-		&i.RlmmSegment.EpochStartOffsets,
-		&i.RlmmSegment.AddedVersion,
-		&i.RlmmSegment.FinishedVersion,
-		&i.RlmmSegment.LastVersion,
-		&i.RlmmSegment.CreatedAt,
-		&i.RlmmSegment.UpdatedAt,
-		&i.RlmmSegment.EpochEndsRaised,
+		&i.TopicID,
+		&i.Partition,
+		&i.SegmentID,
+		&i.Topic,
+		&i.StartOffset,
+		&i.EndOffset,
+		&i.MaxTimestampMs,
+		&i.BrokerID,
+		&i.EventTimestampMs,
+		&i.SegmentSizeBytes,
+		&i.CustomMetadata,
+		&i.State,
+		&i.TxnIndexEmpty,
+		&i.Epochs,
+		&i.EpochStartOffsets,
+		&i.AddedVersion,
 	)
 	return i, err
 }

@@ -19,7 +19,9 @@
 -- one buffer per 30 segments, as the rows follow their start offsets),
 -- where a walk of the epoch index fetched each candidate's row by its key
 -- (four buffers each).
-SELECT sqlc.embed(s)
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
   -- The walk must follow rlmm_segments_list_idx (state IN (0, 1, 2)) in its

@@ -115,3 +115,15 @@ FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
   AND s.last_version > @after_version::bigint
 ORDER BY s.last_version;
+
+-- name: PartitionLoad :many
+-- A cache's load: every segment of the partition that is not forgotten, with
+-- the versions a cache keeps, read as SegmentList reads them (one range of
+-- rlmm_segments_list_idx) in the same snapshot as PartitionGet.
+SELECT sqlc.embed(s)
+FROM rlmm_segments s
+WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
+ORDER BY s.start_offset, s.added_version;

@@ -16,6 +16,13 @@
 --     epoch), and ANY, which takes the array apart for every row, cost a
 --     100-segment RemoteLogSize about a fifth of its server CPU.
 
+-- The reads that answer with segments select the API's columns, in one
+-- order: those RemoteLogSegmentMetadata carries and added_version (the list
+-- key of the streaming pages), not the versions and timestamps the caches
+-- and operators read. sqlc gives each such query a row type with the fields
+-- of the library's apiRow (rows.go), which the compiler holds them to; the
+-- lists scan straight into the public type (rows.go says why).
+
 -- name: SegmentAdd :one
 -- Adds a segment in one statement: bumps (or creates) the partition row,
 -- which also locks it, unless the partition has a delete record, and widens
@@ -147,7 +154,9 @@ LEFT JOIN partition_row pr ON true;
 -- offset, so the backward index scan stops there, hit or miss. The
 -- sub-select runs once: the partition row by its key, then the latest range
 -- from rlmm_segment_epochs_lookup_idx; the segment is then read by its id.
-SELECT sqlc.embed(s)
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.segment_id = (
     SELECT e.segment_id
@@ -181,7 +190,9 @@ LIMIT 1;
 -- name: SegmentList :many
 -- Every segment of the partition that is not forgotten, in list order, from
 -- rlmm_segments_list_idx.
-SELECT sqlc.embed(s)
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -197,7 +208,9 @@ ORDER BY s.start_offset, s.added_version;
 -- The list key (start_offset, added_version) is unique in a partition and
 -- never changes, so pages neither repeat nor skip a segment that stays
 -- visible.
-SELECT sqlc.embed(s)
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -216,7 +229,9 @@ LIMIT @page_size::integer;
 -- segments and, at most, the overlapping uploads of a diverged leader: it
 -- reads about one buffer per segment returned, against four or five for a
 -- join that fetches each segment by its key.
-SELECT sqlc.embed(s)
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -237,7 +252,9 @@ ORDER BY s.start_offset, s.added_version;
 -- A page of SegmentListByEpoch after the cursor, as SegmentListPage: the
 -- range of rlmm_segments_list_idx starts at the later of the cursor and the
 -- epoch's first start offset.
-SELECT sqlc.embed(s)
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM (SELECT
         (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
          WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
@@ -328,7 +345,9 @@ WITH RECURSIVE walk AS (
     ) AS next
     WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
 )
-SELECT sqlc.embed(s)
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
 WHERE s.segment_id = (SELECT walk.segment_id FROM walk WHERE NOT walk.txn_index_empty LIMIT 1)
   AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE;
