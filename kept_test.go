@@ -227,3 +227,88 @@ LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'rlmm_segments_raise_epoch_ends ran
 	err = admin.QueryRow(ctx, oldCodeFinish, tp.TopicID, tp.Partition, old.SegmentID.ID).Scan(&n)
 	require.ErrorContains(t, err, "rlmm_segments_raise_epoch_ends ran", "old code's finish still runs the trigger")
 }
+
+// The epoch rows' copies of their segment's size and largest timestamp
+// (migration 00015), which RemoteLogSize and FirstSegmentForTimestamp read,
+// answer as the segment would: a row without them (written before 00015, by
+// older code or by hand) is read from its segment, and a DBA's UPDATE of
+// the segment reaches them.
+func TestEpochRowCopiesAnswerAsTheSegment(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t, pgtest.NewDatabase(t), 0, false)
+	m := newManager(t, pool)
+	model := rs.NewInMemoryManager()
+	tp := testTP(0)
+	// Segments of 100 offsets with distinct sizes and timestamps, epoch 0
+	// then 1; segment 5 carries both; segment 7 stays COPY_SEGMENT_STARTED.
+	var segments []rs.RemoteLogSegmentMetadata
+	for i := range int64(10) {
+		epochs := map[rs.LeaderEpoch]int64{0: i * 100}
+		switch {
+		case i == 5:
+			epochs = map[rs.LeaderEpoch]int64{0: i * 100, 1: i*100 + 50}
+		case i > 5:
+			epochs = map[rs.LeaderEpoch]int64{1: i * 100}
+		}
+		s := segment(tp, i*100, i*100+99, epochs)
+		s.SegmentSizeInBytes = int32(1000 + i)
+		s.MaxTimestampMs = 10_000 + 10*i
+		segments = append(segments, s)
+		for _, w := range []rs.RemoteLogMetadataManager{m, model} {
+			require.NoError(t, w.AddRemoteLogSegmentMetadata(ctx, s))
+			if i != 7 {
+				require.NoError(t, w.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+			}
+		}
+	}
+	requireSame := func(where string) {
+		t.Helper()
+		for e := rs.LeaderEpoch(0); e <= 2; e++ {
+			want, err := model.RemoteLogSize(ctx, tp, e)
+			require.NoError(t, err)
+			got, err := m.RemoteLogSize(ctx, tp, e)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s: RemoteLogSize of epoch %d", where, e)
+			for _, ts := range []int64{0, 10_025, 10_055, 10_071, 10_095, 99_999} {
+				for _, from := range []int64{0, 260, 550, 720, 990} {
+					wantSeg, wantOK, err := model.FirstSegmentForTimestamp(ctx, tp, e, ts, from)
+					require.NoError(t, err)
+					gotSeg, gotOK, err := m.FirstSegmentForTimestamp(ctx, tp, e, ts, from)
+					require.NoError(t, err)
+					require.Equal(t, wantOK, gotOK, "%s: FirstSegmentForTimestamp(%d, %d, %d)", where, e, ts, from)
+					require.Equal(t, wantSeg.SegmentID, gotSeg.SegmentID, "%s: FirstSegmentForTimestamp(%d, %d, %d)", where, e, ts, from)
+				}
+			}
+		}
+	}
+	requireSame("copies written by the library")
+
+	// Rows without the copies, as older code writes them.
+	tag, err := pool.Exec(ctx, `UPDATE rlmm_segment_epochs SET segment_size_bytes = NULL, max_timestamp_ms = NULL
+		WHERE segment_start_offset % 200 = 0 OR segment_start_offset = 500`)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, tag.RowsAffected()) // segments 0, 2, 4, 6 and 8, and both rows of 5
+	requireSame("some rows without copies")
+
+	// A DBA repairs a segment's size and timestamp: the copies follow.
+	repaired := segments[5]
+	_, err = pool.Exec(ctx, "UPDATE rlmm_segments SET segment_size_bytes = 77, max_timestamp_ms = 1 WHERE segment_id = $1", repaired.SegmentID.ID)
+	require.NoError(t, err)
+	var copies int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM rlmm_segment_epochs WHERE segment_id = $1 AND segment_size_bytes = 77 AND max_timestamp_ms = 1",
+		repaired.SegmentID.ID).Scan(&copies))
+	require.Equal(t, 2, copies, "both epoch rows of the repaired segment")
+	repaired.SegmentSizeInBytes, repaired.MaxTimestampMs = 77, 1
+	model = rs.NewInMemoryManager()
+	for i, s := range segments {
+		if i == 5 {
+			s = repaired
+		}
+		require.NoError(t, model.AddRemoteLogSegmentMetadata(ctx, s))
+		if i != 7 {
+			require.NoError(t, model.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		}
+	}
+	requireSame("after a DBA's repair")
+}

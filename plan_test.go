@@ -263,10 +263,10 @@ WHERE NOT EXISTS (SELECT 1 FROM rlmm_segments s WHERE s.topic_id = $1::uuid AND 
 	}
 	_, err = pool.Exec(ctx, `
 INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-    segment_start_offset, segment_end_offset, added_version, finished_version, last_version)
+    segment_start_offset, segment_end_offset, added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms)
 SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
     coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
-    s.added_version, s.finished_version, s.last_version
+    s.added_version, s.finished_version, s.last_version, s.segment_size_bytes, s.max_timestamp_ms
 FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
 WHERE s.topic_id = $1::uuid
 ON CONFLICT DO NOTHING`, topicID)

@@ -411,7 +411,9 @@ CREATE TABLE public.rlmm_segment_epochs (
     segment_end_offset bigint NOT NULL,
     added_version bigint NOT NULL,
     finished_version bigint,
-    last_version bigint DEFAULT 0 NOT NULL
+    last_version bigint DEFAULT 0 NOT NULL,
+    segment_size_bytes integer,
+    max_timestamp_ms bigint
 );
 
 -- Name: TABLE rlmm_segment_epochs; Type: COMMENT; Schema: public; Owner: -
@@ -466,6 +468,14 @@ COMMENT ON COLUMN public.rlmm_segment_epochs.finished_version IS 'Partition vers
 
 COMMENT ON COLUMN public.rlmm_segment_epochs.last_version IS 'Copy of the segment''s last_version, set by the library''s writes (the guard triggers tell a manual UPDATE by it staying unchanged).';
 
+-- Name: COLUMN rlmm_segment_epochs.segment_size_bytes; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.segment_size_bytes IS 'Copy of the segment''s segment_size_bytes (RemoteLogSize sums it); NULL: not copied (rows older than migration 00015, or written by older code or by hand), read from the segment instead.';
+
+-- Name: COLUMN rlmm_segment_epochs.max_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.max_timestamp_ms IS 'Copy of the segment''s max_timestamp_ms (FirstSegmentForTimestamp filters on it); NULL: not copied, read from the segment instead.';
+
 -- Name: rlmm_segment_epochs_valid(public.rlmm_segment_epochs); Type: FUNCTION; Schema: public; Owner: -
 
 CREATE FUNCTION public.rlmm_segment_epochs_valid(r public.rlmm_segment_epochs) RETURNS boolean
@@ -503,6 +513,23 @@ $$;
 -- Name: FUNCTION rlmm_segment_epochs_valid(r public.rlmm_segment_epochs); Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON FUNCTION public.rlmm_segment_epochs_valid(r public.rlmm_segment_epochs) IS 'The rules of a rlmm_segment_epochs row (constraint rlmm_segment_epochs_valid): raises check_violation naming the broken rule.';
+
+-- Name: rlmm_segments_copy_to_epochs(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_segments_copy_to_epochs() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $_$
+BEGIN
+    EXECUTE format('UPDATE %I.rlmm_segment_epochs SET segment_size_bytes = $4, max_timestamp_ms = $5
+                    WHERE topic_id = $1 AND partition = $2 AND segment_id = $3', TG_TABLE_SCHEMA)
+        USING NEW.topic_id, NEW.partition, NEW.segment_id, NEW.segment_size_bytes, NEW.max_timestamp_ms;
+    RETURN NULL;
+END
+$_$;
+
+-- Name: FUNCTION rlmm_segments_copy_to_epochs(); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_segments_copy_to_epochs() IS 'Trigger rlmm_segments_copy_to_epochs: a change of a segment''s segment_size_bytes or max_timestamp_ms (a manual repair: the library never changes them) is copied to its epoch rows.';
 
 -- Name: rlmm_segments_forget_epochs(); Type: FUNCTION; Schema: public; Owner: -
 
@@ -1566,6 +1593,10 @@ CREATE TRIGGER rlmm_segment_epochs_identity BEFORE UPDATE OF topic_id, partition
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
 CREATE TRIGGER rlmm_segment_epochs_state_guard BEFORE UPDATE OF state ON public.rlmm_segment_epochs FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_segment_epochs_state_guard();
+
+-- Name: rlmm_segments rlmm_segments_copy_to_epochs; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER rlmm_segments_copy_to_epochs AFTER UPDATE OF segment_size_bytes, max_timestamp_ms ON public.rlmm_segments FOR EACH ROW WHEN (((old.segment_size_bytes IS DISTINCT FROM new.segment_size_bytes) OR (old.max_timestamp_ms IS DISTINCT FROM new.max_timestamp_ms))) EXECUTE FUNCTION public.rlmm_segments_copy_to_epochs();
 
 -- Name: rlmm_segments rlmm_segments_forget_epochs; Type: TRIGGER; Schema: public; Owner: -
 

@@ -37,10 +37,11 @@ WITH partition_row AS (
 ), epochs AS (
     INSERT INTO rlmm_segment_epochs (
         topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-        segment_start_offset, segment_end_offset, added_version, last_version)
+        segment_start_offset, segment_end_offset, added_version, last_version, segment_size_bytes, max_timestamp_ms)
     SELECT $1::uuid, $2::integer, $5::uuid,
         ($15::integer[])[i], ($16::bigint[])[i], ($17::bigint[])[i], $13::smallint,
-        $6::bigint, $7::bigint, segment.added_version, segment.added_version
+        $6::bigint, $7::bigint, segment.added_version, segment.added_version,
+        $11::integer, $8::bigint
     FROM segment, generate_subscripts($15::integer[], 1) AS i
 )
 SELECT segment.added_version FROM segment
@@ -82,7 +83,7 @@ type SegmentAddParams struct {
 //   - "the segment carries @epoch" is spelled "epochs[1] = @epoch OR @epoch =
 //     ANY(epochs)": the subscript answers for most segments (they carry one
 //     epoch), and ANY, which takes the array apart for every row, cost a
-//     100-segment RemoteLogSize about a fifth of its server CPU.
+//     100-segment range of rlmm_segments a fifth of its server CPU.
 //
 // The reads that answer with segments select the API's columns, in one
 // order: those RemoteLogSegmentMetadata carries and added_version (the list
@@ -705,19 +706,13 @@ func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg Segm
 }
 
 const segmentSizeByEpoch = `-- name: SegmentSizeByEpoch :one
-SELECT coalesce(sum(s.segment_size_bytes), 0)::bigint AS size
-FROM rlmm_segments s
-WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
-  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-  AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                         ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
-  AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
-  AND (s.epochs[1] = $3::integer OR $3::integer = ANY(s.epochs))
+SELECT coalesce(sum(coalesce(
+    e.segment_size_bytes,
+    (SELECT s.segment_size_bytes FROM rlmm_segments s
+     WHERE s.segment_id = e.segment_id AND (s.topic_id = e.topic_id AND s.partition = e.partition) IS TRUE))), 0)::bigint AS size
+FROM rlmm_segment_epochs e
+WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
+  AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 `
@@ -728,7 +723,10 @@ type SegmentSizeByEpochParams struct {
 	Epoch     int32
 }
 
-// Sum of the sizes of SegmentListByEpoch, read the same way.
+// Sum of the sizes of SegmentListByEpoch: one range of
+// rlmm_segment_epochs_list_idx, the epoch's rows, each carrying its
+// segment's size (migrations/00015). A row without the copy (older than
+// 00015, or written by older code or by hand) reads it from its segment.
 func (q *Queries) SegmentSizeByEpoch(ctx context.Context, db DBTX, arg SegmentSizeByEpochParams) (int64, error) {
 	row := db.QueryRow(ctx, segmentSizeByEpoch, arg.TopicID, arg.Partition, arg.Epoch)
 	var size int64

@@ -5,47 +5,39 @@
 -- name: SegmentFirstForTimestamp :one
 -- The first finished segment carrying @epoch, in list order (start offset,
 -- then added version), whose end offset >= @starting_offset and whose
--- max_timestamp_ms >= @timestamp_ms. One ordered range of
--- rlmm_segments_list_idx, read as SegmentListByEpoch reads it, whose bounds
--- come from probes on unique keys, so that the plan does not depend on
--- statistics:
--- - from the later of the epoch's first start offset (a probe of
---   rlmm_segment_epochs_list_idx) and @starting_offset - max_segment_span
---   (rlmm_epoch_ends, by primary key: no finished segment carrying the epoch
---   is longer, so none starting earlier reaches @starting_offset; no row: no
---   finished segment ever carried the epoch, and the range is empty);
--- - to the epoch's last start offset.
--- The filters are read from each segment's row as the walk passes it (about
--- one buffer per 30 segments, as the rows follow their start offsets),
--- where a walk of the epoch index fetched each candidate's row by its key
--- (four buffers each).
+-- max_timestamp_ms >= @timestamp_ms. A walk of the epoch's rows in
+-- rlmm_segment_epochs_list_idx, which is in list order, filtered on the
+-- copies each row carries (migrations/00015), then the segment by its id:
+-- - from start offset @starting_offset - max_segment_span (rlmm_epoch_ends,
+--   by primary key: no finished segment carrying the epoch is longer, so
+--   none starting earlier reaches @starting_offset; no row: no finished
+--   segment ever carried the epoch, and the walk is empty);
+-- - a row without the copy of max_timestamp_ms (older than 00015, or
+--   written by older code or by hand) reads it from its segment.
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
        s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
        s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_segments s
-WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
-  -- The walk must follow rlmm_segments_list_idx (state IN (0, 1, 2)) in its
-  -- order: "state::integer = 1" keeps the planner from matching the state
-  -- to another index's predicate.
-  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */ AND s.state::integer = 1 /* COPY_SEGMENT_FINISHED */
-  AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                         WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                         ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
-  AND s.start_offset >= (@starting_offset::bigint) - (
-      SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
-      WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer)
-  AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                         WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                           AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
-  AND s.end_offset >= @starting_offset::bigint
-  AND s.max_timestamp_ms >= @timestamp_ms::bigint
-  AND (s.epochs[1] = @epoch::integer OR @epoch::integer = ANY(s.epochs)) -- carries @epoch: see segments.sql
+WHERE s.segment_id = (
+    SELECT e.segment_id
+    FROM rlmm_segment_epochs e
+    WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+      -- The walk must follow rlmm_segment_epochs_list_idx (state IN (0, 1,
+      -- 2)) in its order: "state::integer = 1" keeps the planner from
+      -- matching the state to another index's predicate.
+      AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */ AND e.state::integer = 1 /* COPY_SEGMENT_FINISHED */
+      AND e.segment_start_offset >= (@starting_offset::bigint) - (
+          SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
+          WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer)
+      AND e.segment_end_offset >= @starting_offset::bigint
+      AND coalesce(e.max_timestamp_ms,
+                   (SELECT seg.max_timestamp_ms FROM rlmm_segments seg
+                    WHERE seg.segment_id = e.segment_id AND (seg.topic_id = e.topic_id AND seg.partition = e.partition) IS TRUE)) >= @timestamp_ms::bigint
+    ORDER BY e.segment_start_offset, e.added_version
+    LIMIT 1)
+  AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
-ORDER BY s.start_offset, s.added_version
-LIMIT 1;
+                  WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */);
 
 -- name: EpochEndOffset :one
 -- Kafka's highest offset for @epoch: the high-water mark of the epoch's

@@ -226,7 +226,8 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 		return fmt.Errorf("copy segments: %w", err)
 	}
 	// The epoch rows: the ranges precomputed, with copies of the segment's
-	// state, offsets and versions, as SegmentAdd and SegmentUpdate keep them.
+	// state, offsets, versions, size and largest timestamp, as SegmentAdd
+	// and SegmentUpdate keep them.
 	type epochRow struct{ p, j, k int }
 	var rows []epochRow
 	for i := range n {
@@ -245,6 +246,13 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 	if epochsHaveLastVersion {
 		columns = append(columns, "last_version") // a copy of the segment's
 	}
+	epochsHaveCopies, err := hasColumn(ctx, pool, "rlmm_segment_epochs", "segment_size_bytes")
+	if err != nil {
+		return err
+	}
+	if epochsHaveCopies {
+		columns = append(columns, "segment_size_bytes", "max_timestamp_ms") // schema 15 on
+	}
 	_, err = pool.CopyFrom(ctx, pgx.Identifier{"rlmm_segment_epochs"}, columns,
 		copyRows(len(rows), func(i int) []any {
 			r := rows[i]
@@ -254,6 +262,10 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 				segmentStart(r.j), segmentEnd(r.j), addedVersion(r.j), addedVersion(r.j) + 1}
 			if epochsHaveLastVersion {
 				row = append(row, addedVersion(r.j)+1)
+			}
+			if epochsHaveCopies {
+				m := s.segmentMetadata(r.p, r.j)
+				row = append(row, m.SegmentSizeInBytes, m.MaxTimestampMs)
 			}
 			return row
 		}))

@@ -189,6 +189,10 @@ type RlmmSegmentEpoch struct {
 	FinishedVersion *int64
 	// Copy of the segment's last_version, set by the library's writes (the guard triggers tell a manual UPDATE by it staying unchanged).
 	LastVersion int64
+	// Copy of the segment's segment_size_bytes (RemoteLogSize sums it); NULL: not copied (rows older than migration 00015, or written by older code or by hand), read from the segment instead.
+	SegmentSizeBytes *int32
+	// Copy of the segment's max_timestamp_ms (FirstSegmentForTimestamp filters on it); NULL: not copied, read from the segment instead.
+	MaxTimestampMs *int64
 }
 
 type RlmmSegmentEpochsV struct {
