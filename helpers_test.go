@@ -27,6 +27,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/plancheck"
 	"github.com/krabka/remotestorage/internal/testsignal"
 	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
@@ -340,30 +341,24 @@ func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *statementCounter
 	return pool, counter
 }
 
-// explain runs EXPLAIN (ANALYZE, BUFFERS) of q under plan_cache_mode and
+// explain runs EXPLAIN (ANALYZE, BUFFERS) of q under plan_cache_mode, as
+// plancheck.Explain does (PREPARE, then EXPLAIN EXECUTE: a prepared EXPLAIN
+// plans its query with the arguments, a custom plan whatever the mode), and
 // returns the JSON plan and the shared buffers it touched.
 func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q recordedQuery) (string, int) {
 	t.Helper()
-	ctx := t.Context()
-	conn, err := pool.Acquire(ctx)
+	conn, err := pool.Acquire(t.Context())
 	require.NoError(t, err)
 	defer conn.Release()
-	_, err = conn.Exec(ctx, "SET plan_cache_mode = "+planCacheMode)
-	require.NoError(t, err)
-	// A prepared statement, so that the generic plan is what gets explained.
-	const name = "explain_statement"
-	_, err = conn.Conn().Prepare(ctx, name, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q.sql)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, conn.Conn().Deallocate(ctx, name)) }()
-	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, name, q.args...).Scan(&raw))
-	var plans []struct {
-		Plan map[string]any `json:"Plan"`
+	args := make([]any, len(q.args))
+	for i, a := range q.args {
+		args[i] = a
+		if id, ok := a.(dbuuid.UUID); ok { // the simple protocol needs a type it can write as text
+			args[i] = uuid.UUID(id)
+		}
 	}
-	require.NoError(t, json.Unmarshal(raw, &plans))
-	top := plans[0].Plan
-	buffers := int(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64))
-	return string(raw), buffers
+	cost := plancheck.Explain(t, conn.Conn(), planCacheMode, q.sql, args)
+	return cost.Plan, cost.Buffers
 }
 
 // seqScannedTables returns the relations a JSON plan scans sequentially.

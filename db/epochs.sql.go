@@ -86,9 +86,13 @@ WHERE s.segment_id = (
     FROM rlmm_segment_epochs e
     WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
       -- The walk must follow rlmm_segment_epochs_list_idx (state IN (0, 1,
-      -- 2)) in its order: "state::integer = 1" keeps the planner from
-      -- matching the state to another index's predicate.
-      AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */ AND e.state::integer = 1 /* COPY_SEGMENT_FINISHED */
+      -- 2)) in its order. "COPY_SEGMENT_FINISHED" is spelled "not 0 and not
+      -- 2": "state = 1" would match the predicate of the indexes in another
+      -- order, and "state::integer = 1", an expression the planner gives a
+      -- selectivity of 0.5 %, made a generic plan expect one row and read
+      -- the whole epoch into a sort rather than walk it.
+      AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+      AND e.state <> 0 AND e.state <> 2 /* COPY_SEGMENT_FINISHED */
       AND e.segment_start_offset >= ($4::bigint) - (
           SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
           WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
