@@ -514,6 +514,27 @@ $$;
 
 COMMENT ON FUNCTION public.rlmm_segment_epochs_valid(r public.rlmm_segment_epochs) IS 'The rules of a rlmm_segment_epochs row (constraint rlmm_segment_epochs_valid): raises check_violation naming the broken rule.';
 
+-- Name: rlmm_segment_max_timestamp_ms(uuid, integer, uuid); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_segment_max_timestamp_ms(topic_id uuid, partition integer, segment_id uuid) RETURNS bigint
+    LANGUAGE plpgsql STABLE COST 10
+    AS $_$
+DECLARE
+    max_timestamp_ms bigint;
+BEGIN
+    -- "segment_id = … AND (…) IS TRUE": only rlmm_segments_segment_id_key
+    -- answers it (see queries/segments.sql).
+    EXECUTE format('SELECT s.max_timestamp_ms FROM %I.rlmm_segments s
+                    WHERE s.segment_id = $1 AND (s.topic_id = $2 AND s.partition = $3) IS TRUE', current_schema())
+        INTO max_timestamp_ms USING segment_id, topic_id, partition;
+    RETURN max_timestamp_ms;
+END
+$_$;
+
+-- Name: FUNCTION rlmm_segment_max_timestamp_ms(topic_id uuid, partition integer, segment_id uuid); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_segment_max_timestamp_ms(topic_id uuid, partition integer, segment_id uuid) IS 'The max_timestamp_ms of a segment, for an epoch row without its copy (rlmm_segment_epochs.max_timestamp_ms NULL). Tables of the first schema of the search_path.';
+
 -- Name: rlmm_segments_copy_to_epochs(); Type: FUNCTION; Schema: public; Owner: -
 
 CREATE FUNCTION public.rlmm_segments_copy_to_epochs() RETURNS trigger

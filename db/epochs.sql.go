@@ -97,9 +97,7 @@ WHERE s.segment_id = (
           SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
           WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
       AND e.segment_end_offset >= $4::bigint
-      AND coalesce(e.max_timestamp_ms,
-                   (SELECT seg.max_timestamp_ms FROM rlmm_segments seg
-                    WHERE seg.segment_id = e.segment_id AND (seg.topic_id = e.topic_id AND seg.partition = e.partition) IS TRUE)) >= $5::bigint
+      AND coalesce(e.max_timestamp_ms, rlmm_segment_max_timestamp_ms(e.topic_id, e.partition, e.segment_id)) >= $5::bigint
     ORDER BY e.segment_start_offset, e.added_version
     LIMIT 1)
   AND (s.topic_id = $1::uuid AND s.partition = $2::integer) IS TRUE
@@ -147,7 +145,8 @@ type SegmentFirstForTimestampRow struct {
 //     none starting earlier reaches @starting_offset; no row: no finished
 //     segment ever carried the epoch, and the walk is empty);
 //   - a row without the copy of max_timestamp_ms (older than 00015, or
-//     written by older code or by hand) reads it from its segment.
+//     written by older code or by hand) reads it from its segment, through
+//     a function rather than a sub-select (00015 says why).
 func (q *Queries) SegmentFirstForTimestamp(ctx context.Context, db DBTX, arg SegmentFirstForTimestampParams) (SegmentFirstForTimestampRow, error) {
 	row := db.QueryRow(ctx, segmentFirstForTimestamp,
 		arg.TopicID,

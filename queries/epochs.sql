@@ -13,7 +13,8 @@
 --   none starting earlier reaches @starting_offset; no row: no finished
 --   segment ever carried the epoch, and the walk is empty);
 -- - a row without the copy of max_timestamp_ms (older than 00015, or
---   written by older code or by hand) reads it from its segment.
+--   written by older code or by hand) reads it from its segment, through
+--   a function rather than a sub-select (00015 says why).
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
        s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
        s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
@@ -34,9 +35,7 @@ WHERE s.segment_id = (
           SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
           WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer)
       AND e.segment_end_offset >= @starting_offset::bigint
-      AND coalesce(e.max_timestamp_ms,
-                   (SELECT seg.max_timestamp_ms FROM rlmm_segments seg
-                    WHERE seg.segment_id = e.segment_id AND (seg.topic_id = e.topic_id AND seg.partition = e.partition) IS TRUE)) >= @timestamp_ms::bigint
+      AND coalesce(e.max_timestamp_ms, rlmm_segment_max_timestamp_ms(e.topic_id, e.partition, e.segment_id)) >= @timestamp_ms::bigint
     ORDER BY e.segment_start_offset, e.added_version
     LIMIT 1)
   AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE
