@@ -9,38 +9,19 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/krabka/remotestorage/db"
-	"github.com/krabka/remotestorage/internal/dbuuid"
 )
 
 // apiRow is what the reads that answer with segments select
 // (queries/segments.sql): the columns RemoteLogSegmentMetadata carries, and
-// added_version, the list key of the streaming pages. Each such query's row
-// type converts to it, so the compiler holds their select lists to this
-// order.
-type apiRow struct {
-	TopicID           dbuuid.UUID
-	Partition         int32
-	SegmentID         dbuuid.UUID
-	Topic             string
-	StartOffset       int64
-	EndOffset         int64
-	MaxTimestampMs    int64
-	BrokerID          int32
-	EventTimestampMs  int64
-	SegmentSizeBytes  int32
-	CustomMetadata    []byte
-	State             int16
-	TxnIndexEmpty     bool
-	Epochs            []int32
-	EpochStartOffsets []int64
-	AddedVersion      int64
-}
+// added_version, the list key of the streaming pages. It is SegmentList's
+// row type; each other such query's row type converts to it, so the
+// compiler holds their select lists to the same columns in the same order.
+type apiRow = db.SegmentListRow
 
 var (
 	_ = apiRow(db.SegmentLookupRow{})
 	_ = apiRow(db.SegmentFirstForTimestampRow{})
 	_ = apiRow(db.SegmentNextWithTxnIndexRow{})
-	_ = apiRow(db.SegmentListRow{})
 	_ = apiRow(db.SegmentListPageRow{})
 	_ = apiRow(db.SegmentListByEpochRow{})
 	_ = apiRow(db.SegmentListByEpochPageRow{})
