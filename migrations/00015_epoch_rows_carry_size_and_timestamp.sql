@@ -2,7 +2,7 @@
 -- rlmm:compatible-with 2
 -- The epoch rows carry their segment's size and largest timestamp, so that
 -- RemoteLogSize and FirstSegmentForTimestamp read one range of the epoch's
--- rows instead of bounding a range of rlmm_segments by two more probes.
+-- rows instead of a range of rlmm_segments bounded by more probes.
 -- Expand-only: two nullable columns (no default: no table rewrite), no
 -- backfill, and a trigger for manual repairs.
 --
@@ -10,7 +10,7 @@
 --
 -- NULL means "not copied": rows written before this migration, by code
 -- older than it, or by hand. The statements that read the copies fall back
--- to the segment's row for those (queries/segments.sql), so neither old code
+-- to the segment's row for those (queries/segments.sql, epochs.sql), so neither old code
 -- nor a backfill has to fill them; the fallback costs a probe per such row,
 -- and retention replaces them with rows that carry the copies.
 ALTER TABLE rlmm_segment_epochs ADD COLUMN segment_size_bytes integer, ADD COLUMN max_timestamp_ms bigint;
