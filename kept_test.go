@@ -238,7 +238,6 @@ func TestEpochRowCopiesAnswerAsTheSegment(t *testing.T) {
 	ctx := t.Context()
 	pool := newPool(t, pgtest.NewDatabase(t), 0, false)
 	m := newManager(t, pool)
-	model := rs.NewInMemoryManager()
 	tp := testTP(0)
 	// Segments of 100 offsets with distinct sizes and timestamps, epoch 0
 	// then 1; segment 5 carries both; segment 7 stays COPY_SEGMENT_STARTED.
@@ -255,13 +254,18 @@ func TestEpochRowCopiesAnswerAsTheSegment(t *testing.T) {
 		s.SegmentSizeInBytes = int32(1000 + i)
 		s.MaxTimestampMs = 10_000 + 10*i
 		segments = append(segments, s)
-		for _, w := range []rs.RemoteLogMetadataManager{m, model} {
+	}
+	write := func(w rs.RemoteLogMetadataManager) {
+		for i, s := range segments {
 			require.NoError(t, w.AddRemoteLogSegmentMetadata(ctx, s))
 			if i != 7 {
 				require.NoError(t, w.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
 			}
 		}
 	}
+	model := rs.NewInMemoryManager()
+	write(m)
+	write(model)
 	requireSame := func(where string) {
 		t.Helper()
 		for e := rs.LeaderEpoch(0); e <= 2; e++ {
@@ -300,15 +304,8 @@ func TestEpochRowCopiesAnswerAsTheSegment(t *testing.T) {
 		repaired.SegmentID.ID).Scan(&copies))
 	require.Equal(t, 2, copies, "both epoch rows of the repaired segment")
 	repaired.SegmentSizeInBytes, repaired.MaxTimestampMs = 77, 1
+	segments[5] = repaired
 	model = rs.NewInMemoryManager()
-	for i, s := range segments {
-		if i == 5 {
-			s = repaired
-		}
-		require.NoError(t, model.AddRemoteLogSegmentMetadata(ctx, s))
-		if i != 7 {
-			require.NoError(t, model.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
-		}
-	}
+	write(model)
 	requireSame("after a DBA's repair")
 }
