@@ -16,8 +16,9 @@ import org.apache.kafka.common.config.ConfigException;
  */
 public final class RlmmdConfig extends AbstractConfig {
     public static final String TARGET = "rlmmd.target";
-    public static final String TARGET_DOC = "The rlmmd to call: host:port. Plaintext unless "
-        + "rlmmd.tls.ca.file is set. Usually the rlmmd on the broker's own host, on loopback.";
+    public static final String TARGET_DOC = "The rlmmd to call: host:port, or unix:/path for its unix "
+        + "socket. Plaintext unless rlmmd.tls.ca.file is set. Usually the rlmmd on the broker's own "
+        + "host, on loopback or a unix socket.";
     public static final String TARGET_DEFAULT = "127.0.0.1:9190";
 
     public static final String CALL_TIMEOUT_MS = "rlmmd.call.timeout.ms";

@@ -20,8 +20,10 @@ import io.github.krabka.remotestorage.v1.RemoteLogSizeRequest;
 import io.github.krabka.remotestorage.v1.Segment;
 import io.github.krabka.remotestorage.v1.UpdateSegmentRequest;
 import io.grpc.ChannelCredentials;
+import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.TlsChannelCredentials;
@@ -103,11 +105,22 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             throw new ConfigException("rlmmd TLS files (" + RlmmdConfig.TLS_CA_FILE + ", " + RlmmdConfig.TLS_CERT_FILE
                 + ", " + RlmmdConfig.TLS_KEY_FILE + "): " + e.getMessage());
         }
-        // Building the channel does not connect: the first call does.
-        ManagedChannel ch = NettyChannelBuilder.forTarget(cfg.target(), creds)
-            .keepAliveTime(30, TimeUnit.SECONDS)
-            .keepAliveWithoutCalls(true)
-            .build();
+        // Building the channel does not connect: the first call does. A
+        // unix: target takes Netty's epoll domain sockets: Grpc picks
+        // grpc-netty-shaded's UdsNettyChannelProvider by the scheme.
+        ManagedChannel ch;
+        try {
+            ManagedChannelBuilder<?> builder = cfg.target().startsWith("unix:")
+                ? Grpc.newChannelBuilder(cfg.target(), creds)
+                : NettyChannelBuilder.forTarget(cfg.target(), creds);
+            ch = builder
+                .keepAliveTime(30, TimeUnit.SECONDS)
+                .keepAliveWithoutCalls(true)
+                .build();
+        } catch (RuntimeException e) {
+            throw new ConfigException(RlmmdConfig.TARGET + " " + cfg.target() + ": " + e.getMessage()
+                + (cfg.target().startsWith("unix:") ? " (a unix socket needs Netty's native transport: Linux on x86_64 or aarch64)" : ""));
+        }
         this.config = cfg;
         this.channel = ch;
         this.client = new RlmmdClient(ch, cfg.callTimeoutMs(), cfg.listTimeoutMs());

@@ -99,19 +99,25 @@ final class Fixture {
         }
     }
 
-    /** One rlmmd process on 127.0.0.1. */
+    /** One rlmmd process on 127.0.0.1, or on a unix socket. */
     static final class Rlmmd implements AutoCloseable {
         final int port;
         final String dsn;
+        private final Path socket; // null: TCP on port
         private Process proc;
 
         Rlmmd(String dsn) throws IOException {
-            this.port = freePort();
+            this(dsn, null);
+        }
+
+        Rlmmd(String dsn, Path socket) throws IOException {
+            this.port = socket == null ? freePort() : 0;
             this.dsn = dsn;
+            this.socket = socket;
         }
 
         String target() {
-            return "127.0.0.1:" + port;
+            return socket == null ? "127.0.0.1:" + port : "unix:" + socket;
         }
 
         /** Starts rlmmd and waits for its "serving" log line. */
@@ -125,7 +131,7 @@ final class Fixture {
                 try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
                     String line;
                     while ((line = r.readLine()) != null) {
-                        System.err.println("[rlmmd " + port + "] " + line);
+                        System.err.println("[rlmmd " + target() + "] " + line);
                         if (line.contains("rlmmd: serving")) {
                             serving.complete(null);
                         }
@@ -134,7 +140,7 @@ final class Fixture {
                 } catch (IOException e) {
                     serving.completeExceptionally(e);
                 }
-            }, "rlmmd-" + port + "-log");
+            }, "rlmmd-" + target() + "-log");
             t.setDaemon(true);
             t.start();
             try {
