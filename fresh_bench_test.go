@@ -107,26 +107,48 @@ func scanRaw(rows pgx.Rows) (int, error) {
 	return n, rows.Err()
 }
 
+// hitAt picks a segment at random and an offset inside it.
+func (f freshDB) hitAt(rng *rand.Rand) (rs.LeaderEpoch, int64) {
+	i := rng.IntN(len(f.ids))
+	if i >= 1900 {
+		return 1, int64(i)*100 + 50
+	}
+	return 0, int64(i)*100 + 50
+}
+
+// hit looks up a segment picked at random and fails when it is not found.
+func (f freshDB) hit(ctx context.Context, m *rs.PgManager, rng *rand.Rand) error {
+	epoch, offset := f.hitAt(rng)
+	_, ok, err := m.RemoteLogSegmentMetadata(ctx, f.tp, epoch, offset)
+	if err == nil && !ok {
+		err = fmt.Errorf("lookup of offset %d in epoch %d missed", offset, epoch)
+	}
+	return err
+}
+
 func benchmarkFreshReads(b *testing.B, f freshDB) {
 	for _, clients := range []int{1, 8} {
 		pool := newPool(b, f.dsn, clients, false)
 		m, err := rs.NewPgManager(b.Context(), pool)
 		require.NoError(b, err)
 		b.Cleanup(m.Close)
+		queries := db.New()
 		ops := []struct {
 			name string
 			op   func(ctx context.Context, rng *rand.Rand) error
 		}{
-			{"lookup hit", func(ctx context.Context, rng *rand.Rand) error {
-				i := rng.IntN(2000)
-				epoch := rs.LeaderEpoch(0)
-				if i >= 1900 {
-					epoch = 1
-				}
-				_, ok, err := m.RemoteLogSegmentMetadata(ctx, f.tp, epoch, int64(i)*100+50)
-				if err == nil && !ok {
-					err = fmt.Errorf("lookup of segment %d missed", i)
-				}
+			{"lookup hit", func(ctx context.Context, rng *rand.Rand) error { return f.hit(ctx, m, rng) }},
+			// What the hit above spends where: the same call with a context
+			// that cannot end (no statement goroutine, statement.go), and
+			// its statement alone through the generated code.
+			{"lookup hit, a context that cannot end", func(_ context.Context, rng *rand.Rand) error {
+				return f.hit(context.Background(), m, rng)
+			}},
+			{"lookup hit, the statement alone", func(ctx context.Context, rng *rand.Rand) error {
+				epoch, offset := f.hitAt(rng)
+				_, err := queries.SegmentLookup(ctx, pool, db.SegmentLookupParams{
+					TopicID: dbuuid.UUID(f.tp.TopicID), Partition: f.tp.Partition, Epoch: int32(epoch), LookupOffset: offset,
+				})
 				return err
 			}},
 			{"lookup miss", func(ctx context.Context, rng *rand.Rand) error {
@@ -168,6 +190,10 @@ func benchmarkFreshReads(b *testing.B, f freshDB) {
 			}},
 			{"remote log size epoch 1", func(ctx context.Context, rng *rand.Rand) error {
 				_, err := m.RemoteLogSize(ctx, f.tp, 1)
+				return err
+			}},
+			{"remote log size epoch 1, a context that cannot end", func(_ context.Context, rng *rand.Rand) error {
+				_, err := m.RemoteLogSize(context.Background(), f.tp, 1)
 				return err
 			}},
 			{"raw sum (100 rows)", func(ctx context.Context, rng *rand.Rand) error {
