@@ -3,6 +3,7 @@ package remotestorage_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/testsignal"
 	"github.com/krabka/remotestorage/internal/testwait"
 )
 
@@ -184,6 +186,84 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 			writeFinished(t, a, tp, 2000, 2099)
 			f.requireHonest(t, tc.name+", then a write", a, tp)
 		})
+	}
+}
+
+// TestCacheFollowsAPartitionDeletedAndWrittenAgain: a DBA deletes a
+// partition's rows, and a broker writes to it again, from version 1. A
+// cache that was at version 6 reloads, and the new writes' notifications
+// (versions 1 and 2) come while its reload's snapshot, taken before them,
+// is applied: they must still wake it, though they are below the version
+// it held until then. The cache hears only notifications (no poll).
+func TestCacheFollowsAPartitionDeletedAndWrittenAgain(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	admin := newPool(t, dsn, 0, false)
+	a := newManager(t, admin)
+	tp := testTP(0)
+	for i := range int64(3) {
+		writeFinished(t, a, tp, 100*i, 100*i+99) // versions 1 to 6
+	}
+	b := newCachedManager(t, dsn, rs.WithCachePollInterval(0))
+	signals := b.TestSignals()
+	signals.Init()
+	heard := &signals.Heard
+	reloadRead, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.AfterCatchUpRead(func(_ rs.TopicIDPartition, reload bool) {
+		if reload {
+			once.Do(func() {
+				close(reloadRead)
+				<-release
+			})
+		}
+	})
+	defer once.Do(func() {}) // a failed test must not leave the hook waiting
+	defer close(release)
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	waitLoaded(t, b, tp)
+	waitCaughtUp(t, b, tp)
+	signals.Listening.WaitUntil(t, "the listener listens", b.Listening)
+
+	// The repair's own notifications are lost, so that one catch-up, the
+	// one CaughtUp asks for, reloads.
+	b.DropNotifications(true)
+	execSQL(t, admin, fmt.Sprintf(`DELETE FROM rlmm_segments WHERE topic_id = '%[1]s' AND partition = %[2]d;
+DELETE FROM rlmm_epoch_ends WHERE topic_id = '%[1]s' AND partition = %[2]d;
+DELETE FROM rlmm_partitions WHERE topic_id = '%[1]s' AND partition = %[2]d`, tp.TopicID, tp.Partition))
+	var generation int64
+	require.NoError(t, admin.QueryRow(ctx, "SELECT generation FROM rlmm_data_generation").Scan(&generation))
+	waitHeard(t, heard, fmt.Sprintf("reset/%d", generation))
+	b.DropNotifications(false)
+	caughtUp, err := b.CaughtUp(ctx, tp)
+	require.NoError(t, err)
+	require.False(t, caughtUp, "a cache at version 6 of a partition deleted since")
+	select {
+	case <-reloadRead:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the cache did not reload the partition")
+	}
+	// A catch-up asked for before (waitCaughtUp's) would read the writes
+	// below after this one: only the notifications may ask for one now.
+	b.DiscardPendingCatchUp(tp)
+
+	s := writeFinished(t, a, tp, 500, 599) // versions 1 and 2
+	waitHeard(t, heard, fmt.Sprintf("%s/%d/2", tp.TopicID, tp.Partition))
+	release <- struct{}{} // the reload applies its snapshot, taken before the write
+	testwait.Until(t, "the cache to hold the segment written after the reload read", func() bool {
+		got, ok, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 550)
+		return err == nil && ok && got.SegmentID == s.SegmentID && answersDiffer(a, b, tp) == ""
+	})
+}
+
+// waitHeard waits until the cache's listener has received payload.
+func waitHeard(t *testing.T, heard *testsignal.Signal[string], payload string) {
+	t.Helper()
+	for {
+		if heard.WaitOrTimeout(t) == payload {
+			return
+		}
 	}
 }
 

@@ -33,6 +33,28 @@ func (m *PgManager) BeforeCatchUp(hook func(tp TopicIDPartition, loaded bool)) {
 	m.cache.test.beforeCatchUp = hook
 }
 
+// AfterCatchUpRead runs hook after each catch-up's reads, before the
+// catch-up applies them (reload is true when it read the whole partition
+// again).
+func (m *PgManager) AfterCatchUpRead(hook func(tp TopicIDPartition, reload bool)) {
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	m.cache.test.afterRead = hook
+}
+
+// DiscardPendingCatchUp discards the catch-up of tp asked for and not
+// started, if any.
+func (m *PgManager) DiscardPendingCatchUp(tp TopicIDPartition) {
+	m.cache.mu.RLock()
+	defer m.cache.mu.RUnlock()
+	if cp := m.cache.partitions[keyOf(tp)]; cp != nil {
+		select {
+		case <-cp.woken:
+		default:
+		}
+	}
+}
+
 // ListenerConnections returns how many times the cache's listener has
 // listened since the cache started.
 func (m *PgManager) ListenerConnections() int64 { return m.cache.test.connections.Load() }

@@ -48,17 +48,22 @@ type cacheTestHooks struct {
 	// Listening: the listener listens, on its nth connection since the
 	// cache started (1 for the first).
 	Listening testsignal.Signal[int]
+	// Heard: the listener received a notification (its payload), before
+	// it acts on it or drops it.
+	Heard testsignal.Signal[string]
 
 	listening         atomic.Bool                            // the listener is connected and listening
 	connections       atomic.Int64                           // how many times the listener has listened
 	dropNotifications atomic.Bool                            // the listener ignores every notification
 	beforeCatchUp     func(tp TopicIDPartition, loaded bool) // runs before each catch-up; guarded by pgCache.mu
+	afterRead         func(tp TopicIDPartition, reload bool) // runs after a catch-up's reads, before it applies them; guarded by pgCache.mu
 }
 
 // Init initialises the signals.
 func (h *cacheTestHooks) Init() {
 	h.CaughtUp.Init()
 	h.Listening.Init()
+	h.Heard.Init()
 }
 
 // cachedPartition is one consumed partition. data is nil until loaded.
@@ -273,6 +278,12 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 			c.mu.Unlock()
 		}
 		return err
+	}
+	c.mu.RLock()
+	afterRead := c.test.afterRead
+	c.mu.RUnlock()
+	if afterRead != nil {
+		afterRead(cp.tp, reload)
 	}
 
 	c.mu.Lock()
@@ -543,6 +554,7 @@ func (c *pgCache) listenOnce(listening func()) error {
 		if err != nil {
 			return err
 		}
+		c.test.Heard.Signal(n.Payload)
 		if c.test.dropNotifications.Load() {
 			continue
 		}
@@ -560,8 +572,12 @@ func (c *pgCache) listenOnce(listening func()) error {
 		if !ok {
 			continue
 		}
+		// A partition that reloads wakes whatever the version: the reload
+		// follows a reset of the data (the partition's row deleted, its
+		// versions numbered from 1 again), so a notification below the
+		// version cached before the reset may be one its snapshot missed.
 		c.mu.RLock()
-		if cp := c.partitions[key]; cp != nil && (cp.data == nil || cp.data.version < version) {
+		if cp := c.partitions[key]; cp != nil && (cp.data == nil || cp.reloading || cp.data.version < version) {
 			cp.wake()
 		}
 		c.mu.RUnlock()
