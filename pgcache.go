@@ -258,7 +258,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if cp.data != nil {
 		after = cp.data.version
 	}
-	hook, loaded := c.test.beforeCatchUp, cp.data != nil
+	hook, afterRead, loaded := c.test.beforeCatchUp, c.test.afterRead, cp.data != nil
 	c.mu.RUnlock()
 	if hook != nil {
 		hook(cp.tp, loaded)
@@ -279,9 +279,6 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		}
 		return err
 	}
-	c.mu.RLock()
-	afterRead := c.test.afterRead
-	c.mu.RUnlock()
 	if afterRead != nil {
 		afterRead(cp.tp, reload)
 	}
