@@ -219,8 +219,7 @@ func TestCacheFollowsAPartitionDeletedAndWrittenAgain(t *testing.T) {
 			})
 		}
 	})
-	defer once.Do(func() {}) // a failed test must not leave the hook waiting
-	defer close(release)
+	defer close(release) // a failed test must not leave the hook waiting
 	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
 	waitLoaded(t, b, tp)
 	waitCaughtUp(t, b, tp)
