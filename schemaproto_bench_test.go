@@ -48,6 +48,9 @@ import (
 //   - "one row ordered by an advisory lock and a sequence": the "one row"
 //     tables, a partition's writes ordered without bumping its row (see
 //     protoShape.lockSeq).
+//   - "one row, a change feed by transaction id": the "one row" tables,
+//     a partition's writes not ordered at all; the change feed reads by the
+//     writers' transaction ids instead (protoXidSchema, protoShape.xidOrder).
 //
 // Lookups on the "one row, HOT" tables are one probe of the partition row
 // (delete state and the walk's bound) and one backward walk of the list
@@ -69,6 +72,7 @@ DROP TRIGGER rlmm_segment_epochs_have_segment ON rlmm_segment_epochs;
 DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 		oneRow := writeFloorDatabase(b, protoSchema(false))
 		oneRowHOT := writeFloorDatabase(b, protoSchema(true))
+		oneRowXid := writeFloorDatabase(b, protoXidSchema())
 		for _, v := range []struct {
 			name string
 			dsn  string
@@ -80,6 +84,7 @@ DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 			{"one row", oneRow, protoAddFinish(false)},
 			{"one row HOT", oneRowHOT, protoAddFinish(true)},
 			{"one row ordered by an advisory lock and a sequence", oneRow, protoShape{ends: true, lockSeq: true}.addFinish()},
+			{"one row, a change feed by transaction id", oneRowXid, protoShape{ends: true, xidOrder: true}.addFinish()},
 			{"two raw UPDATE commits again", library, rawTwoCommits},
 		} {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) { runWriteVariant(b, v.dsn, clients, v.op) })
@@ -175,6 +180,27 @@ CREATE INDEX p_segments_forgotten_idx ON p_segments (updated_at) WHERE state = 3
 CREATE INDEX p_segments_in_flight_idx ON p_segments (updated_at) WHERE state IN (0, 2);`
 }
 
+// protoXidSchema is protoSchema(false) with the change feed read by
+// transaction id instead of a partition's version: every write stamps
+// last_xid with its transaction's id, and p_segments_changes_idx is on
+// (topic_id, partition, last_xid). A reader follows a partition with a
+// cursor c, a transaction id: one statement reads the rows whose last_xid
+// is at least c together with pg_snapshot_xmin(pg_current_snapshot()), and
+// the reader's next cursor is that xmin. Every transaction with an id below
+// the xmin had ended when the statement's snapshot was taken, so a row
+// stamped below it that the reader did not see can only be one it saw
+// earlier or an aborted write's; rows stamped at or above it are read again
+// next time. Writes then commit in any order without waiting for each
+// other. The price is on the readers: a transaction left open anywhere in
+// the cluster holds the xmin back, and each catch-up reads again every
+// row written since it began.
+func protoXidSchema() string {
+	return protoSchema(false) + `;
+ALTER TABLE p_segments ADD COLUMN last_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+DROP INDEX p_segments_changes_idx;
+CREATE INDEX p_segments_changes_idx ON p_segments (topic_id, partition, last_xid);`
+}
+
 // protoAdd is the candidate SegmentAdd: bump (or create) the partition row
 // unless it has a delete record, insert the segment (and its change).
 func protoAdd(hot bool) string {
@@ -193,6 +219,14 @@ type protoShape struct {
 	// partition's versions commit in order); the partition row is only
 	// created when missing and read for its delete state.
 	lockSeq bool
+	// xidOrder orders nothing at write time: no partition lock, a version
+	// from one sequence for all partitions (list key and tie-breaks only),
+	// and the writing transaction's id in last_xid (protoXidSchema), which
+	// the change feed reads by (see protoXidSchema). The partition row is
+	// created when missing, its max_segment_span raised only when the
+	// segment is longer (an UPDATE whose WHERE fails locks nothing), and
+	// read for its delete state.
+	xidOrder bool
 	// plainBump bumps the partition row with one plain UPDATE … RETURNING
 	// at the start of each write (the add inserts the row only when it is
 	// missing, the finish takes no FOR UPDATE first and bumps even when the
@@ -251,6 +285,25 @@ func (o protoShape) add() string {
 )
 SELECT added_version FROM seg`
 	}
+	if o.xidOrder {
+		return `WITH v AS MATERIALIZED (
+    SELECT nextval('p_versions') AS v
+), pr AS (
+    INSERT INTO p_partitions (topic_id, partition, topic, max_segment_span)
+    SELECT $1, $2, 'writes', $5::bigint - $4::bigint
+    WHERE NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2)
+    ON CONFLICT DO NOTHING
+), span AS (
+    UPDATE p_partitions AS p SET max_segment_span = $5::bigint - $4::bigint
+    WHERE p.topic_id = $1 AND p.partition = $2 AND p.max_segment_span < $5::bigint - $4::bigint
+), seg AS (
+    ` + protoInsertSegment("v.v") + `
+    FROM v
+    WHERE NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS NOT NULL)
+    RETURNING added_version
+)
+SELECT added_version FROM seg`
+	}
 	if o.lockSeq {
 		return protoLockSeq + `, pr AS (
     INSERT INTO p_partitions (topic_id, partition, topic) VALUES ($1, $2, 'writes') ON CONFLICT DO NOTHING
@@ -297,9 +350,12 @@ func protoFinish(hot bool) string {
 }
 
 func (o protoShape) finish() string {
-	if o.plainBump || o.lockSeq {
-		prefix, v, from := protoLockSeq, "v.v", "v"
+	if o.plainBump || o.lockSeq || o.xidOrder {
+		prefix, v, from, xid := protoLockSeq, "v.v", "v", ""
 		live := "\n      AND NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state = 2)"
+		if o.xidOrder {
+			prefix, xid = "WITH v AS MATERIALIZED (SELECT nextval('p_versions') AS v)", ", last_xid = pg_current_xact_id()"
+		}
 		if o.plainBump {
 			prefix, v, from, live = protoPlainBump(false), "pr.version", "pr", "" // pr is empty for a deleted partition
 		}
@@ -307,7 +363,7 @@ func (o protoShape) finish() string {
     UPDATE p_segments AS s
     SET state = $4, broker_id = 1, event_timestamp_ms = 1,
         finished_version = CASE WHEN $6::boolean THEN coalesce(s.finished_version, ` + v + `) ELSE s.finished_version END,
-        last_version = ` + v + `, updated_at = now()
+        last_version = ` + v + `, updated_at = now()` + xid + `
     FROM ` + from + `
     WHERE s.segment_id = $3 AND s.state = ANY($5::smallint[])` + live + `
     RETURNING s.*
@@ -581,6 +637,7 @@ ALTER TABLE rlmm_epoch_ends DROP CONSTRAINT rlmm_epoch_ends_valid;`)
 CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);`)
 	oneRow := writeFloorDatabase(b, protoSchema(false))
 	oneRowHOT := writeFloorDatabase(b, protoSchema(true))
+	oneRowXid := writeFloorDatabase(b, protoXidSchema())
 	for _, v := range []struct {
 		name string
 		dsn  string
@@ -602,6 +659,8 @@ CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDE
 		{"one row ordered by an advisory lock and a sequence, without the epoch ends", oneRow, protoShape{lockSeq: true}.addFinish()},
 		{"one row bumped by a plain UPDATE", oneRow, protoShape{ends: true, plainBump: true}.addFinish()},
 		{"one row without the partition row and the epoch ends", oneRow, protoShape{}.addFinish()},
+		{"one row, a change feed by transaction id", oneRowXid, protoShape{ends: true, xidOrder: true}.addFinish()},
+		{"one row, a change feed by transaction id, without the epoch ends", oneRowXid, protoShape{xidOrder: true}.addFinish()},
 		{"two raw UPDATE commits again", library, rawTwoCommits},
 	} {
 		b.Run(v.name, func(b *testing.B) {
