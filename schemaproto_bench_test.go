@@ -85,6 +85,7 @@ DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 			{"one row HOT", oneRowHOT, protoAddFinish(true)},
 			{"one row ordered by an advisory lock and a sequence", oneRow, protoShape{ends: true, lockSeq: true}.addFinish()},
 			{"one row, a change feed by transaction id", oneRowXid, protoShape{ends: true, xidOrder: true}.addFinish()},
+			{"one row, a change feed by transaction id, without the epoch ends", oneRowXid, protoShape{xidOrder: true}.addFinish()},
 			{"two raw UPDATE commits again", library, rawTwoCommits},
 		} {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) { runWriteVariant(b, v.dsn, clients, v.op) })
