@@ -86,6 +86,8 @@ DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 			{"one row ordered by an advisory lock and a sequence", oneRow, protoShape{ends: true, lockSeq: true}.addFinish()},
 			{"one row, a change feed by transaction id", oneRowXid, protoShape{ends: true, xidOrder: true}.addFinish()},
 			{"one row, a change feed by transaction id, without the epoch ends", oneRowXid, protoShape{xidOrder: true}.addFinish()},
+			{"one row, a change feed by transaction id, without the epoch ends and the sequence", oneRowXid, protoShape{xidOrder: true, noSeq: true}.addFinish()},
+			{"one row without the partition row and the epoch ends", oneRow, protoShape{}.addFinish()},
 			{"two raw UPDATE commits again", library, rawTwoCommits},
 		} {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) { runWriteVariant(b, v.dsn, clients, v.op) })
@@ -228,6 +230,9 @@ type protoShape struct {
 	// segment is longer (an UPDATE whose WHERE fails locks nothing), and
 	// read for its delete state.
 	xidOrder bool
+	// noSeq, with xidOrder, stamps every write with version 1 instead of
+	// a value of the shared sequence, to see what the sequence costs.
+	noSeq bool
 	// plainBump bumps the partition row with one plain UPDATE … RETURNING
 	// at the start of each write (the add inserts the row only when it is
 	// missing, the finish takes no FOR UPDATE first and bumps even when the
@@ -259,6 +264,14 @@ func protoPlainBump(add bool) string {
 )`
 }
 
+// version is what an xidOrder write stamps as its version.
+func (o protoShape) version() string {
+	if o.noSeq {
+		return "1::bigint"
+	}
+	return "nextval('p_versions')"
+}
+
 // protoLockSeq is what lockSeq writes put first: the partition's advisory
 // lock, then, reading it, the version the write stamps.
 const protoLockSeq = `WITH l AS MATERIALIZED (
@@ -288,7 +301,7 @@ SELECT added_version FROM seg`
 	}
 	if o.xidOrder {
 		return `WITH v AS MATERIALIZED (
-    SELECT nextval('p_versions') AS v
+    SELECT ` + o.version() + ` AS v
 ), pr AS (
     INSERT INTO p_partitions (topic_id, partition, topic, max_segment_span)
     SELECT $1, $2, 'writes', $5::bigint - $4::bigint
@@ -355,7 +368,7 @@ func (o protoShape) finish() string {
 		prefix, v, from, xid := protoLockSeq, "v.v", "v", ""
 		live := "\n      AND NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state = 2)"
 		if o.xidOrder {
-			prefix, xid = "WITH v AS MATERIALIZED (SELECT nextval('p_versions') AS v)", ", last_xid = pg_current_xact_id()"
+			prefix, xid = "WITH v AS MATERIALIZED (SELECT "+o.version()+" AS v)", ", last_xid = pg_current_xact_id()"
 		}
 		if o.plainBump {
 			prefix, v, from, live = protoPlainBump(false), "pr.version", "pr", "" // pr is empty for a deleted partition
