@@ -73,6 +73,10 @@ DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 		oneRow := writeFloorDatabase(b, protoSchema(false))
 		oneRowHOT := writeFloorDatabase(b, protoSchema(true))
 		oneRowXid := writeFloorDatabase(b, protoXidSchema())
+		oneRowXidNoRule := writeFloorDatabase(b, protoXidSchema()+`;
+ALTER TABLE p_segments DROP CONSTRAINT p_segments_valid;`)
+		bare := writeFloorDatabase(b, `
+CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);`)
 		for _, v := range []struct {
 			name string
 			dsn  string
@@ -87,6 +91,8 @@ DROP TRIGGER rlmm_segments_raise_epoch_ends ON rlmm_segments;`)
 			{"one row, a change feed by transaction id", oneRowXid, protoShape{ends: true, xidOrder: true}.addFinish()},
 			{"one row, a change feed by transaction id, without the epoch ends", oneRowXid, protoShape{xidOrder: true}.addFinish()},
 			{"one row, a change feed by transaction id, without the epoch ends and the sequence", oneRowXid, protoShape{xidOrder: true, noSeq: true}.addFinish()},
+			{"one row, a change feed by transaction id, without the epoch ends and the row rule", oneRowXidNoRule, protoShape{xidOrder: true}.addFinish()},
+			{"bare segments table", bare, bareAddFinish},
 			{"one row without the partition row and the epoch ends", oneRow, protoShape{}.addFinish()},
 			{"two raw UPDATE commits again", library, rawTwoCommits},
 		} {
@@ -652,6 +658,8 @@ CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDE
 	oneRow := writeFloorDatabase(b, protoSchema(false))
 	oneRowHOT := writeFloorDatabase(b, protoSchema(true))
 	oneRowXid := writeFloorDatabase(b, protoXidSchema())
+	oneRowXidNoRule := writeFloorDatabase(b, protoXidSchema()+`;
+ALTER TABLE p_segments DROP CONSTRAINT p_segments_valid;`)
 	for _, v := range []struct {
 		name string
 		dsn  string
@@ -675,6 +683,7 @@ CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDE
 		{"one row without the partition row and the epoch ends", oneRow, protoShape{}.addFinish()},
 		{"one row, a change feed by transaction id", oneRowXid, protoShape{ends: true, xidOrder: true}.addFinish()},
 		{"one row, a change feed by transaction id, without the epoch ends", oneRowXid, protoShape{xidOrder: true}.addFinish()},
+		{"one row, a change feed by transaction id, without the epoch ends and the row rule", oneRowXidNoRule, protoShape{xidOrder: true}.addFinish()},
 		{"two raw UPDATE commits again", library, rawTwoCommits},
 	} {
 		b.Run(v.name, func(b *testing.B) {
