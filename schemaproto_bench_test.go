@@ -94,6 +94,7 @@ CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDE
 			{"one row, a change feed by transaction id, without the epoch ends and the row rule", oneRowXidNoRule, protoShape{xidOrder: true}.addFinish()},
 			{"bare segments table", bare, bareAddFinish},
 			{"one row without the partition row and the epoch ends", oneRow, protoShape{}.addFinish()},
+			{"one row without the partition row, the epoch ends and the row rule", oneRowXidNoRule, protoShape{}.addFinish()},
 			{"two raw UPDATE commits again", library, rawTwoCommits},
 		} {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) { runWriteVariant(b, v.dsn, clients, v.op) })
