@@ -51,7 +51,10 @@ service() {
 	mkdir -p "$(dirname "$PODMAN_SOCKET")"
 	echo "starting podman's API service on unix://$PODMAN_SOCKET"
 	# Detached from make's process group; it serves until stopped (--time=0).
-	setsid podman system service --time=0 "unix://$PODMAN_SOCKET" >/dev/null 2>&1 </dev/null &
+	# Started in /: a service whose working directory is deleted (a removed
+	# checkout) answers pings but fails every container start with "write
+	# child: broken pipe".
+	(cd / && setsid podman system service --time=0 "unix://$PODMAN_SOCKET" >/dev/null 2>&1 </dev/null &)
 	for _ in $(seq 1 100); do
 		podman_answers && return 0
 		sleep 0.1
