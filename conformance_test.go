@@ -189,3 +189,10 @@ func (c *consumingManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPart
 	}
 	return c.PgManager.EpochEndOffset(ctx, tp, e)
 }
+
+func (c *consumingManager) PartitionDeleteState(ctx context.Context, tp rs.TopicIDPartition) (rs.RemotePartitionDeleteState, bool, error) {
+	if err := c.consume(tp); err != nil {
+		return 0, false, err
+	}
+	return c.PgManager.PartitionDeleteState(ctx, tp)
+}

@@ -7,6 +7,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"time"
@@ -34,6 +35,7 @@ const (
 	opStopPartitions       = "OnStopPartitions"
 	opStream               = "RemoteLogSegments"
 	opStreamByEpoch        = "RemoteLogSegmentsByEpoch"
+	opDeleteState          = "PartitionDeleteState"
 	errLabelInvalidAdd     = "invalid_add"
 	errLabelNotFound       = "segment_not_found"
 	errLabelSegmentTrans   = "invalid_segment_transition"
@@ -46,7 +48,7 @@ const (
 var instrumentedOps = []string{
 	opAdd, opUpdate, opLookup, opHighestOffset, opList, opListByEpoch, opPartitionDelete,
 	opCaughtUp, opRemoteLogSize, opNextWithTxnIndex, opLeadershipChanges, opStopPartitions,
-	opFirstForTimestamp, opEpochEndOffset, opStream, opStreamByEpoch,
+	opFirstForTimestamp, opEpochEndOffset, opStream, opStreamByEpoch, opDeleteState,
 }
 
 // errorLabels maps each sentinel to its label value, in the order they are
@@ -102,9 +104,10 @@ type InstrumentedManager struct {
 }
 
 var (
-	_ rs.Manager           = (*InstrumentedManager)(nil)
-	_ rs.SegmentStreams    = (*InstrumentedManager)(nil)
-	_ prometheus.Collector = (*InstrumentedManager)(nil)
+	_ rs.Manager               = (*InstrumentedManager)(nil)
+	_ rs.SegmentStreams        = (*InstrumentedManager)(nil)
+	_ rs.PartitionDeleteStates = (*InstrumentedManager)(nil)
+	_ prometheus.Collector     = (*InstrumentedManager)(nil)
 )
 
 // Instrument wraps m. With WithRegisterer it registers the metrics, and
@@ -333,6 +336,17 @@ func (im *InstrumentedManager) FirstSegmentForTimestamp(ctx context.Context, tp 
 func (im *InstrumentedManager) EpochEndOffset(ctx context.Context, tp rs.TopicIDPartition, epoch rs.LeaderEpoch) (_ int64, _ bool, err error) {
 	defer im.record(ctx, opEpochEndOffset, time.Now(), &err, epochAttrs(tp, epoch))
 	return im.m.EpochEndOffset(ctx, tp, epoch)
+}
+
+// PartitionDeleteState implements PartitionDeleteStates for a wrapped
+// manager that does; any other fails with an error that names its type.
+func (im *InstrumentedManager) PartitionDeleteState(ctx context.Context, tp rs.TopicIDPartition) (_ rs.RemotePartitionDeleteState, _ bool, err error) {
+	s, ok := im.m.(rs.PartitionDeleteStates)
+	if !ok {
+		return 0, false, fmt.Errorf("remotestorage: %T does not report partition-delete states", im.m)
+	}
+	defer im.record(ctx, opDeleteState, time.Now(), &err, attrsOf(tp))
+	return s.PartitionDeleteState(ctx, tp)
 }
 
 // RemoteLogSegments implements SegmentStreams: the wrapped manager's stream,

@@ -69,6 +69,31 @@ func (s *suite) partitionDelete(t *testing.T) {
 		e.requireSegmentsAsStored(tp, a, b)
 	})
 
+	s.run(t, "delete_state_reported", func(e *env) {
+		states, ok := e.m.(rs.PartitionDeleteStates)
+		if !ok {
+			return // the manager does not report delete states
+		}
+		requireState := func(tp rs.TopicIDPartition, want rs.RemotePartitionDeleteState, wantFound bool) {
+			e.t.Helper()
+			got, found, err := states.PartitionDeleteState(e.ctx, tp)
+			require.NoError(e.t, err)
+			require.Equal(e.t, wantFound, found, "%s has a delete record", tp)
+			if wantFound {
+				require.Equal(e.t, want, got, "delete state of %s", tp)
+			}
+		}
+		tp := e.newTP()
+		requireState(tp, 0, false) // never seen
+		e.addFinished(tp, 0, 9, nil)
+		requireState(tp, 0, false)
+		for _, st := range deleteStates {
+			e.mustPutDelete(tp, st)
+			requireState(tp, st, true)
+		}
+		requireState(e.newTP(), 0, false) // another partition is untouched
+	})
+
 	s.run(t, "finished_forgets_everything", func(e *env) {
 		tp := e.newTP()
 		a := e.addFinished(tp, 0, 99, epochs{0: 0, 1: 50})

@@ -14,11 +14,12 @@ import (
 )
 
 // store is what the service needs of the manager: the Manager, its
-// assignment hooks, and the lists as streams. InstrumentedManager over a
-// PgManager provides all of it.
+// assignment hooks, the lists as streams, and partition-delete states.
+// InstrumentedManager over a PgManager provides all of it.
 type store interface {
 	rs.Manager
 	rs.SegmentStreams
+	rs.PartitionDeleteStates
 	OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []rs.TopicIDPartition) error
 	OnStopPartitions(ctx context.Context, partitions []rs.TopicIDPartition) error
 }
@@ -35,6 +36,16 @@ type service struct {
 }
 
 var _ pb.RemoteLogMetadataServiceServer = (*service)(nil)
+
+// deleted reports whether tp's deletion has finished, for the
+// partition_deleted field of a read that found nothing (at
+// DELETE_PARTITION_FINISHED every segment is forgotten, so a read that found
+// something needs no look). Answered from the cache for a partition rlmmd
+// consumes; one primary-key read otherwise.
+func (s *service) deleted(ctx context.Context, tp rs.TopicIDPartition) (bool, error) {
+	state, found, err := s.m.PartitionDeleteState(ctx, tp)
+	return found && state == rs.DeletePartitionFinished, err
+}
 
 func (s *service) AddSegment(ctx context.Context, req *pb.AddSegmentRequest) (*pb.AddSegmentResponse, error) {
 	seg, err := segmentFrom(req.GetSegment())
@@ -81,6 +92,8 @@ func (s *service) GetSegment(ctx context.Context, req *pb.GetSegmentRequest) (*p
 	resp := &pb.GetSegmentResponse{}
 	if found {
 		resp.Segment = segmentTo(seg)
+	} else if resp.PartitionDeleted, err = s.deleted(ctx, tp); err != nil {
+		return nil, toStatus(err)
 	}
 	return resp, nil
 }
@@ -94,7 +107,13 @@ func (s *service) HighestOffsetForEpoch(ctx context.Context, req *pb.HighestOffs
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.HighestOffsetForEpochResponse{Found: found, Offset: off}, nil
+	resp := &pb.HighestOffsetForEpochResponse{Found: found, Offset: off}
+	if !found {
+		if resp.PartitionDeleted, err = s.deleted(ctx, tp); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return resp, nil
 }
 
 func (s *service) EpochEndOffset(ctx context.Context, req *pb.EpochEndOffsetRequest) (*pb.EpochEndOffsetResponse, error) {
@@ -106,7 +125,13 @@ func (s *service) EpochEndOffset(ctx context.Context, req *pb.EpochEndOffsetRequ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.EpochEndOffsetResponse{Found: found, Offset: off}, nil
+	resp := &pb.EpochEndOffsetResponse{Found: found, Offset: off}
+	if !found {
+		if resp.PartitionDeleted, err = s.deleted(ctx, tp); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return resp, nil
 }
 
 func (s *service) ListSegments(req *pb.ListSegmentsRequest, stream pb.RemoteLogMetadataService_ListSegmentsServer) error {
@@ -122,6 +147,7 @@ func (s *service) ListSegments(req *pb.ListSegmentsRequest, stream pb.RemoteLogM
 		seq = s.m.RemoteLogSegments(ctx, tp)
 	}
 	batch := make([]*pb.Segment, 0, listBatch)
+	sent := false
 	for seg, err := range seq {
 		if err != nil {
 			return toStatus(err)
@@ -131,11 +157,21 @@ func (s *service) ListSegments(req *pb.ListSegmentsRequest, stream pb.RemoteLogM
 			if err := stream.Send(&pb.ListSegmentsResponse{Segments: batch}); err != nil {
 				return err
 			}
+			sent = true
 			batch = make([]*pb.Segment, 0, listBatch)
 		}
 	}
 	if len(batch) > 0 {
 		return stream.Send(&pb.ListSegmentsResponse{Segments: batch})
+	}
+	if !sent {
+		deleted, err := s.deleted(ctx, tp)
+		if err != nil {
+			return toStatus(err)
+		}
+		if deleted {
+			return stream.Send(&pb.ListSegmentsResponse{PartitionDeleted: true})
+		}
 	}
 	return nil
 }
@@ -149,7 +185,13 @@ func (s *service) RemoteLogSize(ctx context.Context, req *pb.RemoteLogSizeReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.RemoteLogSizeResponse{SizeBytes: n}, nil
+	resp := &pb.RemoteLogSizeResponse{SizeBytes: n}
+	if n == 0 {
+		if resp.PartitionDeleted, err = s.deleted(ctx, tp); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return resp, nil
 }
 
 func (s *service) NextSegmentWithTxnIndex(ctx context.Context, req *pb.NextSegmentWithTxnIndexRequest) (*pb.NextSegmentWithTxnIndexResponse, error) {
@@ -164,6 +206,8 @@ func (s *service) NextSegmentWithTxnIndex(ctx context.Context, req *pb.NextSegme
 	resp := &pb.NextSegmentWithTxnIndexResponse{}
 	if found {
 		resp.Segment = segmentTo(seg)
+	} else if resp.PartitionDeleted, err = s.deleted(ctx, tp); err != nil {
+		return nil, toStatus(err)
 	}
 	return resp, nil
 }
@@ -180,6 +224,8 @@ func (s *service) FirstSegmentForTimestamp(ctx context.Context, req *pb.FirstSeg
 	resp := &pb.FirstSegmentForTimestampResponse{}
 	if found {
 		resp.Segment = segmentTo(seg)
+	} else if resp.PartitionDeleted, err = s.deleted(ctx, tp); err != nil {
+		return nil, toStatus(err)
 	}
 	return resp, nil
 }

@@ -956,9 +956,13 @@ func (x *GetSegmentRequest) GetOffset() int64 {
 type GetSegmentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Absent: no finished segment holds the offset.
-	Segment       *Segment `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Segment *Segment `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
+	// True when no answer was found because the partition's deletion has
+	// finished (DELETE_PARTITION_FINISHED): every segment of it is forgotten.
+	// False for a partition that is simply empty or never seen.
+	PartitionDeleted bool `protobuf:"varint,2,opt,name=partition_deleted,json=partitionDeleted,proto3" json:"partition_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetSegmentResponse) Reset() {
@@ -996,6 +1000,13 @@ func (x *GetSegmentResponse) GetSegment() *Segment {
 		return x.Segment
 	}
 	return nil
+}
+
+func (x *GetSegmentResponse) GetPartitionDeleted() bool {
+	if x != nil {
+		return x.PartitionDeleted
+	}
+	return false
 }
 
 type HighestOffsetForEpochRequest struct {
@@ -1051,11 +1062,15 @@ func (x *HighestOffsetForEpochRequest) GetEpoch() int32 {
 }
 
 type HighestOffsetForEpochResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Found  bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Offset int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// True when no answer was found because the partition's deletion has
+	// finished (DELETE_PARTITION_FINISHED): every segment of it is forgotten.
+	// False for a partition that is simply empty or never seen.
+	PartitionDeleted bool `protobuf:"varint,3,opt,name=partition_deleted,json=partitionDeleted,proto3" json:"partition_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HighestOffsetForEpochResponse) Reset() {
@@ -1100,6 +1115,13 @@ func (x *HighestOffsetForEpochResponse) GetOffset() int64 {
 		return x.Offset
 	}
 	return 0
+}
+
+func (x *HighestOffsetForEpochResponse) GetPartitionDeleted() bool {
+	if x != nil {
+		return x.PartitionDeleted
+	}
+	return false
 }
 
 type EpochEndOffsetRequest struct {
@@ -1155,11 +1177,15 @@ func (x *EpochEndOffsetRequest) GetEpoch() int32 {
 }
 
 type EpochEndOffsetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Found  bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Offset int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// True when no answer was found because the partition's deletion has
+	// finished (DELETE_PARTITION_FINISHED): every segment of it is forgotten.
+	// False for a partition that is simply empty or never seen.
+	PartitionDeleted bool `protobuf:"varint,3,opt,name=partition_deleted,json=partitionDeleted,proto3" json:"partition_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *EpochEndOffsetResponse) Reset() {
@@ -1204,6 +1230,13 @@ func (x *EpochEndOffsetResponse) GetOffset() int64 {
 		return x.Offset
 	}
 	return 0
+}
+
+func (x *EpochEndOffsetResponse) GetPartitionDeleted() bool {
+	if x != nil {
+		return x.PartitionDeleted
+	}
+	return false
 }
 
 type ListSegmentsRequest struct {
@@ -1262,9 +1295,13 @@ func (x *ListSegmentsRequest) GetEpoch() int32 {
 type ListSegmentsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The next segments in list order; a stream ends with the last batch.
-	Segments      []*Segment `protobuf:"bytes,1,rep,name=segments,proto3" json:"segments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Segments []*Segment `protobuf:"bytes,1,rep,name=segments,proto3" json:"segments,omitempty"`
+	// True in the one message, with no segments, of the stream that lists a
+	// partition whose deletion has finished (DELETE_PARTITION_FINISHED). An
+	// empty partition's stream has no message.
+	PartitionDeleted bool `protobuf:"varint,2,opt,name=partition_deleted,json=partitionDeleted,proto3" json:"partition_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListSegmentsResponse) Reset() {
@@ -1302,6 +1339,13 @@ func (x *ListSegmentsResponse) GetSegments() []*Segment {
 		return x.Segments
 	}
 	return nil
+}
+
+func (x *ListSegmentsResponse) GetPartitionDeleted() bool {
+	if x != nil {
+		return x.PartitionDeleted
+	}
+	return false
 }
 
 type RemoteLogSizeRequest struct {
@@ -1357,10 +1401,14 @@ func (x *RemoteLogSizeRequest) GetEpoch() int32 {
 }
 
 type RemoteLogSizeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SizeBytes     int64                  `protobuf:"varint,1,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SizeBytes int64                  `protobuf:"varint,1,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// True when the size is 0 because the partition's deletion has
+	// finished (DELETE_PARTITION_FINISHED): every segment of it is forgotten.
+	// False for a partition that is simply empty or never seen.
+	PartitionDeleted bool `protobuf:"varint,2,opt,name=partition_deleted,json=partitionDeleted,proto3" json:"partition_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RemoteLogSizeResponse) Reset() {
@@ -1398,6 +1446,13 @@ func (x *RemoteLogSizeResponse) GetSizeBytes() int64 {
 		return x.SizeBytes
 	}
 	return 0
+}
+
+func (x *RemoteLogSizeResponse) GetPartitionDeleted() bool {
+	if x != nil {
+		return x.PartitionDeleted
+	}
+	return false
 }
 
 type NextSegmentWithTxnIndexRequest struct {
@@ -1463,9 +1518,13 @@ func (x *NextSegmentWithTxnIndexRequest) GetOffset() int64 {
 type NextSegmentWithTxnIndexResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Absent: none.
-	Segment       *Segment `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Segment *Segment `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
+	// True when no answer was found because the partition's deletion has
+	// finished (DELETE_PARTITION_FINISHED): every segment of it is forgotten.
+	// False for a partition that is simply empty or never seen.
+	PartitionDeleted bool `protobuf:"varint,2,opt,name=partition_deleted,json=partitionDeleted,proto3" json:"partition_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NextSegmentWithTxnIndexResponse) Reset() {
@@ -1503,6 +1562,13 @@ func (x *NextSegmentWithTxnIndexResponse) GetSegment() *Segment {
 		return x.Segment
 	}
 	return nil
+}
+
+func (x *NextSegmentWithTxnIndexResponse) GetPartitionDeleted() bool {
+	if x != nil {
+		return x.PartitionDeleted
+	}
+	return false
 }
 
 type FirstSegmentForTimestampRequest struct {
@@ -1576,9 +1642,13 @@ func (x *FirstSegmentForTimestampRequest) GetStartingOffset() int64 {
 type FirstSegmentForTimestampResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Absent: none.
-	Segment       *Segment `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Segment *Segment `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
+	// True when no answer was found because the partition's deletion has
+	// finished (DELETE_PARTITION_FINISHED): every segment of it is forgotten.
+	// False for a partition that is simply empty or never seen.
+	PartitionDeleted bool `protobuf:"varint,2,opt,name=partition_deleted,json=partitionDeleted,proto3" json:"partition_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FirstSegmentForTimestampResponse) Reset() {
@@ -1616,6 +1686,13 @@ func (x *FirstSegmentForTimestampResponse) GetSegment() *Segment {
 		return x.Segment
 	}
 	return nil
+}
+
+func (x *FirstSegmentForTimestampResponse) GetPartitionDeleted() bool {
+	if x != nil {
+		return x.PartitionDeleted
+	}
+	return false
 }
 
 type CaughtUpRequest struct {
@@ -1985,46 +2062,53 @@ const file_remotestorage_v1_rlmm_proto_rawDesc = "" +
 	"\x11GetSegmentRequest\x12P\n" +
 	"\x12topic_id_partition\x18\x01 \x01(\v2\".remotestorage.v1.TopicIdPartitionR\x10topicIdPartition\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x03R\x06offset\"I\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"v\n" +
 	"\x12GetSegmentResponse\x123\n" +
-	"\asegment\x18\x01 \x01(\v2\x19.remotestorage.v1.SegmentR\asegment\"\x86\x01\n" +
+	"\asegment\x18\x01 \x01(\v2\x19.remotestorage.v1.SegmentR\asegment\x12+\n" +
+	"\x11partition_deleted\x18\x02 \x01(\bR\x10partitionDeleted\"\x86\x01\n" +
 	"\x1cHighestOffsetForEpochRequest\x12P\n" +
 	"\x12topic_id_partition\x18\x01 \x01(\v2\".remotestorage.v1.TopicIdPartitionR\x10topicIdPartition\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"M\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"z\n" +
 	"\x1dHighestOffsetForEpochResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x7f\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12+\n" +
+	"\x11partition_deleted\x18\x03 \x01(\bR\x10partitionDeleted\"\x7f\n" +
 	"\x15EpochEndOffsetRequest\x12P\n" +
 	"\x12topic_id_partition\x18\x01 \x01(\v2\".remotestorage.v1.TopicIdPartitionR\x10topicIdPartition\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"F\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"s\n" +
 	"\x16EpochEndOffsetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x8c\x01\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12+\n" +
+	"\x11partition_deleted\x18\x03 \x01(\bR\x10partitionDeleted\"\x8c\x01\n" +
 	"\x13ListSegmentsRequest\x12P\n" +
 	"\x12topic_id_partition\x18\x01 \x01(\v2\".remotestorage.v1.TopicIdPartitionR\x10topicIdPartition\x12\x19\n" +
 	"\x05epoch\x18\x02 \x01(\x05H\x00R\x05epoch\x88\x01\x01B\b\n" +
-	"\x06_epoch\"M\n" +
+	"\x06_epoch\"z\n" +
 	"\x14ListSegmentsResponse\x125\n" +
-	"\bsegments\x18\x01 \x03(\v2\x19.remotestorage.v1.SegmentR\bsegments\"~\n" +
+	"\bsegments\x18\x01 \x03(\v2\x19.remotestorage.v1.SegmentR\bsegments\x12+\n" +
+	"\x11partition_deleted\x18\x02 \x01(\bR\x10partitionDeleted\"~\n" +
 	"\x14RemoteLogSizeRequest\x12P\n" +
 	"\x12topic_id_partition\x18\x01 \x01(\v2\".remotestorage.v1.TopicIdPartitionR\x10topicIdPartition\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"6\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"c\n" +
 	"\x15RemoteLogSizeResponse\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x01 \x01(\x03R\tsizeBytes\"\xa0\x01\n" +
+	"size_bytes\x18\x01 \x01(\x03R\tsizeBytes\x12+\n" +
+	"\x11partition_deleted\x18\x02 \x01(\bR\x10partitionDeleted\"\xa0\x01\n" +
 	"\x1eNextSegmentWithTxnIndexRequest\x12P\n" +
 	"\x12topic_id_partition\x18\x01 \x01(\v2\".remotestorage.v1.TopicIdPartitionR\x10topicIdPartition\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x03R\x06offset\"V\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"\x83\x01\n" +
 	"\x1fNextSegmentWithTxnIndexResponse\x123\n" +
-	"\asegment\x18\x01 \x01(\v2\x19.remotestorage.v1.SegmentR\asegment\"\xd5\x01\n" +
+	"\asegment\x18\x01 \x01(\v2\x19.remotestorage.v1.SegmentR\asegment\x12+\n" +
+	"\x11partition_deleted\x18\x02 \x01(\bR\x10partitionDeleted\"\xd5\x01\n" +
 	"\x1fFirstSegmentForTimestampRequest\x12P\n" +
 	"\x12topic_id_partition\x18\x01 \x01(\v2\".remotestorage.v1.TopicIdPartitionR\x10topicIdPartition\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x12'\n" +
-	"\x0fstarting_offset\x18\x04 \x01(\x03R\x0estartingOffset\"W\n" +
+	"\x0fstarting_offset\x18\x04 \x01(\x03R\x0estartingOffset\"\x84\x01\n" +
 	" FirstSegmentForTimestampResponse\x123\n" +
-	"\asegment\x18\x01 \x01(\v2\x19.remotestorage.v1.SegmentR\asegment\"c\n" +
+	"\asegment\x18\x01 \x01(\v2\x19.remotestorage.v1.SegmentR\asegment\x12+\n" +
+	"\x11partition_deleted\x18\x02 \x01(\bR\x10partitionDeleted\"c\n" +
 	"\x0fCaughtUpRequest\x12P\n" +
 	"\x12topic_id_partition\x18\x01 \x01(\v2\".remotestorage.v1.TopicIdPartitionR\x10topicIdPartition\"/\n" +
 	"\x10CaughtUpResponse\x12\x1b\n" +
