@@ -17,6 +17,7 @@ import io.github.krabka.remotestorage.v1.OnPartitionLeadershipChangesRequest;
 import io.github.krabka.remotestorage.v1.OnStopPartitionsRequest;
 import io.github.krabka.remotestorage.v1.PutPartitionDeleteRequest;
 import io.github.krabka.remotestorage.v1.RemoteLogSizeRequest;
+import io.github.krabka.remotestorage.v1.RemoteLogSizeResponse;
 import io.github.krabka.remotestorage.v1.Segment;
 import io.github.krabka.remotestorage.v1.UpdateSegmentRequest;
 import io.grpc.ChannelCredentials;
@@ -31,7 +32,6 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.protobuf.StatusProto;
 import java.io.File;
 import java.io.IOException;
-import java.util.Collections;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.NoSuchElementException;
@@ -171,6 +171,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         try {
             GetSegmentResponse r = rlmmd().call(RlmmdClient.GET_SEGMENT, GetSegmentRequest.newBuilder()
                 .setTopicIdPartition(Convert.tp(tp)).setEpoch(epochForOffset).setOffset(offset).build());
+            requireNotDeleted(tp, r.getPartitionDeleted());
             return r.hasSegment() ? Optional.of(Convert.segment(r.getSegment())) : Optional.empty();
         } catch (StatusRuntimeException e) {
             throw error("segment of " + tp + " at epoch " + epochForOffset + " offset " + offset, e);
@@ -188,6 +189,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         try {
             EpochEndOffsetResponse r = rlmmd().call(RlmmdClient.EPOCH_END_OFFSET, EpochEndOffsetRequest.newBuilder()
                 .setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build());
+            requireNotDeleted(tp, r.getPartitionDeleted());
             return r.getFound() ? Optional.of(r.getOffset()) : Optional.empty();
         } catch (StatusRuntimeException e) {
             throw error("highest offset of " + tp + " for epoch " + leaderEpoch, e);
@@ -196,29 +198,32 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
 
     @Override
     public Iterator<RemoteLogSegmentMetadata> listRemoteLogSegments(TopicIdPartition tp) throws RemoteStorageException {
-        return list(ListSegmentsRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build(), "segments of " + tp);
+        return list(tp, ListSegmentsRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build(), "segments of " + tp);
     }
 
     @Override
     public Iterator<RemoteLogSegmentMetadata> listRemoteLogSegments(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
-        return list(ListSegmentsRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build(),
+        return list(tp, ListSegmentsRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build(),
             "segments of " + tp + " for epoch " + leaderEpoch);
     }
 
     /**
      * Streams the list. The first batch is read before returning, so that a
-     * failure to start is a RemoteStorageException; a failure after that
-     * surfaces from the iterator as a KafkaException caused by one.
+     * failure to start is a RemoteStorageException, and a partition whose
+     * deletion finished a RemoteResourceNotFoundException; a failure after
+     * that surfaces from the iterator as a KafkaException caused by one.
      */
-    private Iterator<RemoteLogSegmentMetadata> list(ListSegmentsRequest req, String what) throws RemoteStorageException {
+    private Iterator<RemoteLogSegmentMetadata> list(TopicIdPartition tp, ListSegmentsRequest req, String what) throws RemoteStorageException {
         Iterator<ListSegmentsResponse> batches;
-        Iterator<Segment> first;
+        ListSegmentsResponse firstBatch;
         try {
             batches = rlmmd().list(req);
-            first = batches.hasNext() ? batches.next().getSegmentsList().iterator() : Collections.emptyIterator();
+            firstBatch = batches.hasNext() ? batches.next() : ListSegmentsResponse.getDefaultInstance();
         } catch (StatusRuntimeException e) {
             throw error(what, e);
         }
+        requireNotDeleted(tp, firstBatch.getPartitionDeleted());
+        Iterator<Segment> first = firstBatch.getSegmentsList().iterator();
         return new Iterator<>() {
             private Iterator<Segment> batch = first;
 
@@ -247,8 +252,10 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public long remoteLogSize(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
         try {
-            return rlmmd().call(RlmmdClient.REMOTE_LOG_SIZE, RemoteLogSizeRequest.newBuilder()
-                .setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build()).getSizeBytes();
+            RemoteLogSizeResponse r = rlmmd().call(RlmmdClient.REMOTE_LOG_SIZE, RemoteLogSizeRequest.newBuilder()
+                .setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build());
+            requireNotDeleted(tp, r.getPartitionDeleted());
+            return r.getSizeBytes();
         } catch (StatusRuntimeException e) {
             throw error("remote log size of " + tp + " for epoch " + leaderEpoch, e);
         }
@@ -260,6 +267,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         try {
             NextSegmentWithTxnIndexResponse r = rlmmd().call(RlmmdClient.NEXT_SEGMENT_WITH_TXN_INDEX, NextSegmentWithTxnIndexRequest.newBuilder()
                 .setTopicIdPartition(Convert.tp(tp)).setEpoch(epoch).setOffset(offset).build());
+            requireNotDeleted(tp, r.getPartitionDeleted());
             return r.hasSegment() ? Optional.of(Convert.segment(r.getSegment())) : Optional.empty();
         } catch (StatusRuntimeException e) {
             throw error("next segment with a transaction index of " + tp + " at epoch " + epoch + " offset " + offset, e);
@@ -350,6 +358,17 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         } catch (InterruptedException e) {
             ch.shutdownNow();
             Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * Kafka's managers answer every read of a partition whose deletion
+     * finished (DELETE_PARTITION_FINISHED) with RemoteResourceNotFoundException;
+     * rlmmd says so in the read's answer (partition_deleted).
+     */
+    private static void requireNotDeleted(TopicIdPartition tp, boolean deleted) throws RemoteResourceNotFoundException {
+        if (deleted) {
+            throw new RemoteResourceNotFoundException("rlmmd: partition " + tp + " is deleted (DELETE_PARTITION_FINISHED)");
         }
     }
 

@@ -26,6 +26,8 @@ import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
+import org.apache.kafka.server.log.remote.storage.RemotePartitionDeleteMetadata;
+import org.apache.kafka.server.log.remote.storage.RemotePartitionDeleteState;
 import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
 import org.junit.jupiter.api.AfterAll;
@@ -131,6 +133,52 @@ class RlmmdPluginIT {
             for (int i = 0; i < 600; i++) {
                 assertEquals(i * 10L, list.get(i).startOffset());
             }
+        }
+    }
+
+    /**
+     * A partition whose deletion finished answers every read with
+     * RemoteResourceNotFoundException, as Kafka's managers do; one never seen
+     * answers empty, and one whose deletion runs still answers its segments.
+     */
+    @Test
+    void deletedPartition() throws Exception {
+        try (RlmmdRemoteLogMetadataManager m = plugin(rlmmd.target(), 5000)) {
+            TopicIdPartition tp = newTp();
+            TopicIdPartition unseen = newTp();
+            m.onPartitionLeadershipChanges(Set.of(tp, unseen), Set.of());
+            Fixture.await("isReady", () -> m.isReady(tp) && m.isReady(unseen));
+            RemoteLogSegmentMetadata a = segment(tp, 0, 99, Map.of(0, 0L));
+            m.addRemoteLogSegmentMetadata(a).get();
+            finish(m, a);
+            for (RemotePartitionDeleteState st : List.of(RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                    RemotePartitionDeleteState.DELETE_PARTITION_STARTED)) {
+                m.putRemotePartitionDeleteMetadata(new RemotePartitionDeleteMetadata(tp, st, 7, 1)).get();
+                assertTrue(m.remoteLogSegmentMetadata(tp, 0, 50).isPresent(), "in " + st);
+            }
+            m.putRemotePartitionDeleteMetadata(new RemotePartitionDeleteMetadata(tp,
+                RemotePartitionDeleteState.DELETE_PARTITION_FINISHED, 8, 1)).get();
+            List<org.junit.jupiter.api.function.Executable> reads = List.of(
+                () -> m.remoteLogSegmentMetadata(tp, 0, 50),
+                () -> m.highestOffsetForEpoch(tp, 0),
+                () -> m.listRemoteLogSegments(tp),
+                () -> m.listRemoteLogSegments(tp, 0),
+                () -> m.remoteLogSize(tp, 0),
+                () -> m.nextSegmentWithTxnIndex(tp, 0, 0));
+            for (org.junit.jupiter.api.function.Executable read : reads) {
+                RemoteResourceNotFoundException e = assertThrows(RemoteResourceNotFoundException.class, read);
+                assertTrue(e.getMessage().contains("DELETE_PARTITION_FINISHED"), e.getMessage());
+            }
+            ExecutionException add = assertThrows(ExecutionException.class,
+                () -> m.addRemoteLogSegmentMetadata(segment(tp, 100, 199, Map.of(0, 100L))).get());
+            assertInstanceOf(RemoteStorageException.class, add.getCause());
+
+            assertEquals(Optional.empty(), m.remoteLogSegmentMetadata(unseen, 0, 50));
+            assertEquals(Optional.empty(), m.highestOffsetForEpoch(unseen, 0));
+            assertEquals(List.of(), all(m.listRemoteLogSegments(unseen)));
+            assertEquals(List.of(), all(m.listRemoteLogSegments(unseen, 0)));
+            assertEquals(0, m.remoteLogSize(unseen, 0));
+            assertEquals(Optional.empty(), m.nextSegmentWithTxnIndex(unseen, 0, 0));
         }
     }
 
