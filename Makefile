@@ -83,7 +83,7 @@ psql: ## Open psql on DATABASE_URL (or the Docker database).
 	psql "$${DATABASE_URL:-postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable}"
 
 .PHONY: ci
-ci: lint check-generated test fuzz kafka-e2e ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
+ci: lint check-generated test fuzz kafka-e2e kafka-contract ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
 
 .PHONY: bench
 bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments, then a fresh never-analyzed database (~11 min; BENCH_FLAGS=-segments=10000000 for 10M).
@@ -197,6 +197,13 @@ kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and 
 	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
+
+.PHONY: kafka-contract
+kafka-contract: pg-user ## Kafka 4.3.1's own metadata-manager tests, unmodified, against the plugin, rlmmd and a throwaway PostgreSQL (~2 min; docs/KAFKA.md).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B -q --no-transfer-progress package -DskipTests
+	cd kafka/contract && mvn -B --no-transfer-progress verify -Drlmm.bin.dir=$(BIN)
 
 .PHONY: kafka-bench
 kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throughput with this store against Kafka's topic-based default (~5 min).
