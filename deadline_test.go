@@ -139,6 +139,37 @@ func TestShortDeadlinesKeepThePlainPoolsConnections(t *testing.T) {
 	})
 }
 
+// TestShortDeadlinesOfCaughtUpKeepThePlainPoolsConnections: CaughtUp of a
+// cached partition with deadlines of 20 µs to 1 ms, many shorter than its
+// one read, on a plain pool. As for the writes, a deadline that ends the
+// read mid-statement must not cost the pool its connection.
+func TestShortDeadlinesOfCaughtUpKeepThePlainPoolsConnections(t *testing.T) {
+	t.Parallel()
+	s := newDeadlineSetup(t, true)
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
+	var ok, failed int
+	const calls = 400
+	for range calls {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(20+rng.IntN(1_000))*time.Microsecond)
+		_, err := s.b.CaughtUp(ctx, s.tp)
+		cancel()
+		if err == nil {
+			ok++
+			continue
+		}
+		failed++
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	maxConns := int64(s.bPool.Config().MaxConns)
+	t.Logf("%d of %d calls answered, %d ended by their deadline; the pool opened %d connections (size %d)",
+		ok, calls, failed, s.bPool.Stat().NewConnsCount(), maxConns)
+	require.Positive(t, failed, "no deadline ended a call: the test checks nothing")
+	require.LessOrEqual(t, s.bPool.Stat().NewConnsCount(), 2*maxConns, "interrupted reads cost the pool its connections")
+	caught, err := s.b.CaughtUp(t.Context(), s.tp)
+	require.NoError(t, err)
+	require.True(t, caught)
+}
+
 // TestLostConnectionThenTenWarmUpdates: once B's pool has lost its
 // connections, and an update with a 0.5 ms deadline was canceled on the
 // new one, updates whose deadline is ten times a warm update's cost

@@ -418,7 +418,11 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 		case !loaded:
 			return false, newError(ErrNotReady, "partition %s is still loading", tp)
 		}
-		row, err := m.queries.PartitionCacheVersion(ctx, m.pool, db.PartitionCacheVersionParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+		// Through runStatement, as every statement: a caller's deadline
+		// returns at once and does not cost a plain pool its connection.
+		row, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.PartitionCacheVersionRow, error) {
+			return m.queries.PartitionCacheVersion(ctx, tx, db.PartitionCacheVersionParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+		}, nil)
 		if err != nil {
 			return false, ioError(ctx, err, "read the version of %s on the primary", tp)
 		}
