@@ -73,8 +73,10 @@
 //
 // # Schema
 //
-// [Migrate] applies the embedded goose migrations; [NewPgManager] refuses a
-// database whose schema is not at [SchemaVersion]. The tables, views
-// (rlmm_segments_v, rlmm_partitions_v) and guard triggers are commented for
+// [Migrate] applies the embedded goose migrations. [NewPgManager] refuses a
+// database whose schema is older than [SchemaVersion], or newer through a
+// migration that does not declare this code compatible (docs/MIGRATIONS.md).
+// The tables, the four views (rlmm_segments_v, rlmm_segment_epochs_v,
+// rlmm_partitions_v, rlmm_stuck_v) and the guard triggers are commented for
 // psql; docs/DBA.md lists ready queries for DBAs and the repair guide.
 package remotestorage

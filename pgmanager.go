@@ -34,8 +34,11 @@ type PgManager struct {
 var _ RemoteLogMetadataManager = (*PgManager)(nil)
 var _ KafkaExtensions = (*PgManager)(nil)
 
-// NewPgManager returns a manager over pool. It fails when the database is
-// not migrated to SchemaVersion (run Migrate first) or cannot be reached.
+// NewPgManager returns a manager over pool. It fails when the database
+// cannot be reached, when its schema is older than SchemaVersion (run
+// Migrate first), and when it is newer through a migration that does not
+// declare this code compatible (docs/MIGRATIONS.md); a newer schema whose
+// migrations all do is accepted.
 // The pools stay the caller's: Close does not close them.
 func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgManager, error) {
 	if err := checkSchemaVersion(ctx, pool); err != nil {
