@@ -304,3 +304,70 @@ func TestPurgeKeepsTheDataGeneration(t *testing.T) {
 	require.Equal(t, int64(1), n)
 	require.Equal(t, before, generation(), "the data generation after a purge of segments")
 }
+
+// A purge that takes a deleted partition's record, and so its epoch ends,
+// reloads that partition alone in another broker's cache: the data
+// generation stays, another partition is not read again, and the purged
+// partition's old epoch ends are gone from the cache.
+func TestPurgeOfADeletedPartitionReloadsItAlone(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	writer := newPurgeManager(t, dsn)
+	cached := newPurgeManager(t, dsn, rs.WithCache(), rs.WithCachePollInterval(0))
+	pool := newPool(t, dsn, 0, false)
+	generation := func() (g int64) {
+		require.NoError(t, pool.QueryRow(ctx, "SELECT generation FROM rlmm_data_generation").Scan(&g))
+		return g
+	}
+	deleted, live := testTP(0), testTP(1)
+	for _, tp := range []rs.TopicIDPartition{deleted, live} {
+		s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+		require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, s))
+		require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+	}
+	require.NoError(t, cached.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{deleted, live}, nil))
+	for _, tp := range []rs.TopicIDPartition{deleted, live} {
+		waitLoaded(t, cached, tp)
+	}
+	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+		require.NoError(t, writer.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleted, State: st}))
+	}
+	for _, tp := range []rs.TopicIDPartition{deleted, live} {
+		waitCaughtUp(t, cached, tp)
+	}
+
+	var mu sync.Mutex
+	reloaded := map[rs.TopicIDPartition]int{}
+	cached.AfterCatchUpRead(func(tp rs.TopicIDPartition, reload bool) {
+		if reload {
+			mu.Lock()
+			reloaded[tp]++
+			mu.Unlock()
+		}
+	})
+	before := generation()
+	n, err := writer.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	require.Equal(t, before, generation(), "the data generation after the purge of a deleted partition")
+
+	// Adds work again; an end below the purged one's shows the old end is
+	// gone.
+	again := segment(deleted, 0, 49, map[rs.LeaderEpoch]int64{0: 0})
+	require.NoError(t, writer.AddRemoteLogSegmentMetadata(ctx, again))
+	require.NoError(t, writer.UpdateRemoteLogSegmentMetadata(ctx, update(again, rs.CopySegmentFinished)))
+	for _, tp := range []rs.TopicIDPartition{deleted, live} {
+		waitCaughtUp(t, cached, tp)
+	}
+	end, found, err := cached.EpochEndOffset(ctx, deleted, 0)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, int64(49), end, "the purged partition's old epoch end is still cached")
+	list, err := cached.ListRemoteLogSegments(ctx, deleted)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, reloaded[live], "the purge made the cache reload a partition it did not touch")
+}

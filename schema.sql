@@ -9,15 +9,34 @@
 
 CREATE FUNCTION public.rlmm_data_generation_bump() RETURNS trigger
     LANGUAGE plpgsql
-    AS $$
+    AS $_$
 DECLARE
     generation bigint;
+    others boolean;
 BEGIN
     IF TG_OP = 'DELETE' THEN
         -- A statement trigger fires for a DELETE that found no row too (a
         -- purge's, say): only one that deleted rows moves the generation.
         IF NOT EXISTS (SELECT FROM rlmm_deleted_rows) THEN
             RETURN NULL;
+        END IF;
+        IF TG_TABLE_NAME = 'rlmm_epoch_ends' THEN
+            EXECUTE format($sql$
+                WITH purged AS (
+                    UPDATE %1$I.rlmm_partitions p
+                    SET vanished_version = p.version
+                    FROM (SELECT DISTINCT d.topic_id, d.partition FROM rlmm_deleted_rows d) d
+                    WHERE p.topic_id = d.topic_id AND p.partition = d.partition
+                      AND p.purged_version = p.version
+                    RETURNING p.topic_id, p.partition
+                )
+                SELECT EXISTS (SELECT FROM rlmm_deleted_rows d
+                               WHERE NOT EXISTS (SELECT FROM purged g
+                                                 WHERE g.topic_id = d.topic_id AND g.partition = d.partition))
+            $sql$, TG_TABLE_SCHEMA) INTO others;
+            IF NOT others THEN
+                RETURN NULL;
+            END IF;
         END IF;
     END IF;
     EXECUTE format('INSERT INTO %I.rlmm_data_generation AS g (id, generation) VALUES (1, 1)
@@ -27,11 +46,11 @@ BEGIN
     PERFORM pg_notify('rlmm_changes', 'reset/' || generation);
     RETURN NULL;
 END
-$$;
+$_$;
 
 -- Name: FUNCTION rlmm_data_generation_bump(); Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON FUNCTION public.rlmm_data_generation_bump() IS 'Trigger: a TRUNCATE of a metadata table, or a DELETE that removed partition rows or epoch ends, bumps rlmm_data_generation and notifies it, so that caches reload.';
+COMMENT ON FUNCTION public.rlmm_data_generation_bump() IS 'Trigger: a TRUNCATE of a metadata table, or a DELETE that removed partition rows or epoch ends, bumps rlmm_data_generation and notifies it, so that caches reload; epoch ends deleted by the purge of their partition (purged_version = version) mark that partition (vanished_version) instead.';
 
 -- Name: rlmm_epoch_ends; Type: TABLE; Schema: public; Owner: -
 
