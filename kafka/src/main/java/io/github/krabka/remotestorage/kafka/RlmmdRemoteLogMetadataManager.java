@@ -138,7 +138,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public CompletableFuture<Void> addRemoteLogSegmentMetadata(RemoteLogSegmentMetadata m) throws RemoteStorageException {
         try {
-            rlmmd().call(RlmmdClient.ADD_SEGMENT, AddSegmentRequest.newBuilder().setSegment(Convert.segment(m)).build());
+            rlmmd().call().addSegment(AddSegmentRequest.newBuilder().setSegment(Convert.segment(m)).build());
             return CompletableFuture.completedFuture(null);
         } catch (StatusRuntimeException e) {
             return CompletableFuture.failedFuture(error("add segment " + m.remoteLogSegmentId(), e));
@@ -148,7 +148,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public CompletableFuture<Void> updateRemoteLogSegmentMetadata(RemoteLogSegmentMetadataUpdate u) throws RemoteStorageException {
         try {
-            rlmmd().call(RlmmdClient.UPDATE_SEGMENT, UpdateSegmentRequest.newBuilder().setUpdate(Convert.update(u)).build());
+            rlmmd().call().updateSegment(UpdateSegmentRequest.newBuilder().setUpdate(Convert.update(u)).build());
             return CompletableFuture.completedFuture(null);
         } catch (StatusRuntimeException e) {
             return CompletableFuture.failedFuture(error("update segment " + u.remoteLogSegmentId() + " to " + u.state(), e));
@@ -158,7 +158,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public CompletableFuture<Void> putRemotePartitionDeleteMetadata(RemotePartitionDeleteMetadata d) throws RemoteStorageException {
         try {
-            rlmmd().call(RlmmdClient.PUT_PARTITION_DELETE, PutPartitionDeleteRequest.newBuilder().setPartitionDelete(Convert.partitionDelete(d)).build());
+            rlmmd().call().putPartitionDelete(PutPartitionDeleteRequest.newBuilder().setPartitionDelete(Convert.partitionDelete(d)).build());
             return CompletableFuture.completedFuture(null);
         } catch (StatusRuntimeException e) {
             return CompletableFuture.failedFuture(error("partition " + d.topicIdPartition() + " to " + d.state(), e));
@@ -169,7 +169,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     public Optional<RemoteLogSegmentMetadata> remoteLogSegmentMetadata(TopicIdPartition tp, int epochForOffset, long offset)
         throws RemoteStorageException {
         try {
-            GetSegmentResponse r = rlmmd().call(RlmmdClient.GET_SEGMENT, GetSegmentRequest.newBuilder()
+            GetSegmentResponse r = rlmmd().call().getSegment(GetSegmentRequest.newBuilder()
                 .setTopicIdPartition(Convert.tp(tp)).setEpoch(epochForOffset).setOffset(offset).build());
             requireNotDeleted(tp, r.getPartitionDeleted());
             return r.hasSegment() ? Optional.of(Convert.segment(r.getSegment())) : Optional.empty();
@@ -187,7 +187,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public Optional<Long> highestOffsetForEpoch(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
         try {
-            EpochEndOffsetResponse r = rlmmd().call(RlmmdClient.EPOCH_END_OFFSET, EpochEndOffsetRequest.newBuilder()
+            EpochEndOffsetResponse r = rlmmd().call().epochEndOffset(EpochEndOffsetRequest.newBuilder()
                 .setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build());
             requireNotDeleted(tp, r.getPartitionDeleted());
             return r.getFound() ? Optional.of(r.getOffset()) : Optional.empty();
@@ -252,7 +252,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public long remoteLogSize(TopicIdPartition tp, int leaderEpoch) throws RemoteStorageException {
         try {
-            RemoteLogSizeResponse r = rlmmd().call(RlmmdClient.REMOTE_LOG_SIZE, RemoteLogSizeRequest.newBuilder()
+            RemoteLogSizeResponse r = rlmmd().call().remoteLogSize(RemoteLogSizeRequest.newBuilder()
                 .setTopicIdPartition(Convert.tp(tp)).setEpoch(leaderEpoch).build());
             requireNotDeleted(tp, r.getPartitionDeleted());
             return r.getSizeBytes();
@@ -265,7 +265,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(TopicIdPartition tp, int epoch, long offset)
         throws RemoteStorageException {
         try {
-            NextSegmentWithTxnIndexResponse r = rlmmd().call(RlmmdClient.NEXT_SEGMENT_WITH_TXN_INDEX, NextSegmentWithTxnIndexRequest.newBuilder()
+            NextSegmentWithTxnIndexResponse r = rlmmd().call().nextSegmentWithTxnIndex(NextSegmentWithTxnIndexRequest.newBuilder()
                 .setTopicIdPartition(Convert.tp(tp)).setEpoch(epoch).setOffset(offset).build());
             requireNotDeleted(tp, r.getPartitionDeleted());
             return r.hasSegment() ? Optional.of(Convert.segment(r.getSegment())) : Optional.empty();
@@ -283,7 +283,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public boolean isReady(TopicIdPartition tp) {
         try {
-            boolean ready = rlmmd().call(RlmmdClient.CAUGHT_UP, CaughtUpRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build()).getCaughtUp();
+            boolean ready = rlmmd().call().caughtUp(CaughtUpRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build()).getCaughtUp();
             if (reachable.compareAndSet(false, true)) {
                 log.info("remotestorage: rlmmd at {} answers again", config.target());
             }
@@ -323,7 +323,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         leaders.forEach(tp -> b.addLeaders(Convert.tp(tp)));
         followers.forEach(tp -> b.addFollowers(Convert.tp(tp)));
         try {
-            rlmmd().call(RlmmdClient.ON_PARTITION_LEADERSHIP_CHANGES, b.build());
+            rlmmd().call().onPartitionLeadershipChanges(b.build());
         } catch (StatusRuntimeException e) {
             // isReady assigns them again: until then they are not ready.
             log.warn("remotestorage: rlmmd at {} did not take the assignment of {} leaders and {} followers; isReady will retry: {}",
@@ -337,7 +337,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         OnStopPartitionsRequest.Builder b = OnStopPartitionsRequest.newBuilder();
         partitions.forEach(tp -> b.addPartitions(Convert.tp(tp)));
         try {
-            rlmmd().call(RlmmdClient.ON_STOP_PARTITIONS, b.build());
+            rlmmd().call().onStopPartitions(b.build());
         } catch (StatusRuntimeException e) {
             log.warn("remotestorage: rlmmd at {} did not take the stop of {} partitions: {}",
                 config.target(), partitions.size(), brief(e));
