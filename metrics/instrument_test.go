@@ -122,9 +122,9 @@ func TestInstrumentCountsRefusedWrites(t *testing.T) {
 	im2 := metrics.Instrument(rs.NewInMemoryManager(), metrics.WithLogger(quiet))
 	require.Error(t, im2.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{SegmentID: unknown, State: rs.CopySegmentFinished}))
 	require.Empty(t, quietLogs.String())
-	// Every operation (16) times every kind of error (7) is a series.
-	require.Equal(t, 16*7, testutil.CollectAndCount(im2, "rlmm_operation_errors_total"))
-	require.Equal(t, 16, testutil.CollectAndCount(im2, "rlmm_operation_duration_seconds"))
+	// Every operation (17) times every kind of error (7) is a series.
+	require.Equal(t, 17*7, testutil.CollectAndCount(im2, "rlmm_operation_errors_total"))
+	require.Equal(t, 17, testutil.CollectAndCount(im2, "rlmm_operation_duration_seconds"))
 	problems, err := testutil.CollectAndLint(im2)
 	require.NoError(t, err)
 	require.Empty(t, problems)
