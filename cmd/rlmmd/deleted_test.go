@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"io"
+	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 
@@ -176,4 +178,79 @@ func waitCaughtUp(t *testing.T, c pb.RemoteLogMetadataServiceClient, tp *pb.Topi
 		r, err := c.CaughtUp(ctx, &pb.CaughtUpRequest{TopicIdPartition: tp})
 		return err == nil && r.CaughtUp
 	})
+}
+
+// TestReadsWaitForThePartitionsLoad: a read of a partition rlmmd was just
+// given, while its cache still loads it, waits for the load and answers,
+// as Kafka's managers do; CaughtUp says at once that it is loading.
+func TestReadsWaitForThePartitionsLoad(t *testing.T) {
+	t.Parallel()
+	b := startDaemon(t, nil)
+	ctx := callCtx(t)
+	tp := newTP()
+	seg := newSegment(tp, 0, 9, &pb.EpochStart{Epoch: 0, StartOffset: 0})
+	_, err := b.client.AddSegment(ctx, &pb.AddSegmentRequest{Segment: seg})
+	require.NoError(t, err)
+	finish(t, b.client, seg)
+
+	// The load reads rlmm_segments: hold it until the reads are waiting.
+	release := lockSegmentsTable(t, b.dsn)
+	defer release()
+	_, err = b.client.OnPartitionLeadershipChanges(ctx, &pb.OnPartitionLeadershipChangesRequest{Leaders: []*pb.TopicIdPartition{tp}})
+	require.NoError(t, err)
+	_, err = b.client.CaughtUp(ctx, &pb.CaughtUpRequest{TopicIdPartition: tp})
+	requireStatus(t, err, codes.Unavailable, rs.ErrNotReady, false)
+
+	type answer struct {
+		get  *pb.GetSegmentResponse
+		list []*pb.Segment
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.get, a.err = b.client.GetSegment(ctx, &pb.GetSegmentRequest{TopicIdPartition: tp, Epoch: 0, Offset: 5})
+		if a.err == nil {
+			var stream pb.RemoteLogMetadataService_ListSegmentsClient
+			if stream, a.err = b.client.ListSegments(ctx, &pb.ListSegmentsRequest{TopicIdPartition: tp}); a.err == nil {
+				for {
+					resp, err := stream.Recv()
+					if err != nil {
+						if !errors.Is(err, io.EOF) {
+							a.err = err
+						}
+						break
+					}
+					a.list = append(a.list, resp.Segments...)
+				}
+			}
+		}
+		done <- a
+	}()
+	waitForLockWait(t, b.dsn) // the load waits on the lock
+	release()
+	a := <-done
+	require.NoError(t, a.err, "a read while the partition loads")
+	require.NotNil(t, a.get.Segment)
+	require.Len(t, a.list, 1)
+}
+
+// lockSegmentsTable holds an ACCESS EXCLUSIVE lock on rlmm_segments until
+// release is called (safe to call twice).
+func lockSegmentsTable(t *testing.T, dsn string) (release func()) {
+	t.Helper()
+	ctx := callCtx(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "LOCK TABLE rlmm_segments IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			_ = tx.Rollback(ctx)
+			pool.Close()
+		})
+	}
 }

@@ -7,7 +7,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"iter"
+	"time"
+
+	"google.golang.org/grpc/status"
 
 	rs "github.com/krabka/remotestorage"
 	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
@@ -37,13 +41,61 @@ type service struct {
 
 var _ pb.RemoteLogMetadataServiceServer = (*service)(nil)
 
+// Reads of a partition the cache is still loading wait for the load, as
+// Kafka's managers do (its topic-based manager blocks a read until the
+// partition's metadata is loaded), instead of failing with ErrNotReady: the
+// first reads after a leadership change would otherwise fail. They poll the
+// cache, in memory, from loadPollFirst doubling to loadPollMax, within the
+// call's deadline. CaughtUp still answers ErrNotReady at once: it is how a
+// broker learns that the partition is loading.
+const (
+	loadPollFirst = time.Millisecond
+	loadPollMax   = 50 * time.Millisecond
+)
+
+// untilLoaded runs read until it fails with something other than
+// ErrNotReady, or the call's context ends (then the last error).
+func untilLoaded[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	wait := loadPollFirst
+	for {
+		v, err := read()
+		if !errors.Is(err, rs.ErrNotReady) {
+			return v, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		wait = min(2*wait, loadPollMax)
+	}
+}
+
+// found is a read's answer of a value that may be absent.
+type found[T any] struct {
+	v  T
+	ok bool
+}
+
+func untilLoadedFound[T any](ctx context.Context, read func() (T, bool, error)) (T, bool, error) {
+	r, err := untilLoaded(ctx, func() (found[T], error) {
+		v, ok, err := read()
+		return found[T]{v, ok}, err
+	})
+	return r.v, r.ok, err
+}
+
 // deleted reports whether tp's deletion has finished, for the
 // partition_deleted field of a read that found nothing (at
 // DELETE_PARTITION_FINISHED every segment is forgotten, so a read that found
 // something needs no look). Answered from the cache for a partition rlmmd
 // consumes; one primary-key read otherwise.
 func (s *service) deleted(ctx context.Context, tp rs.TopicIDPartition) (bool, error) {
-	state, found, err := s.m.PartitionDeleteState(ctx, tp)
+	state, found, err := untilLoadedFound(ctx, func() (rs.RemotePartitionDeleteState, bool, error) {
+		return s.m.PartitionDeleteState(ctx, tp)
+	})
 	return found && state == rs.DeletePartitionFinished, err
 }
 
@@ -85,7 +137,9 @@ func (s *service) GetSegment(ctx context.Context, req *pb.GetSegmentRequest) (*p
 	if err != nil {
 		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
 	}
-	seg, found, err := s.m.RemoteLogSegmentMetadata(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetOffset())
+	seg, found, err := untilLoadedFound(ctx, func() (rs.RemoteLogSegmentMetadata, bool, error) {
+		return s.m.RemoteLogSegmentMetadata(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetOffset())
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -103,7 +157,9 @@ func (s *service) HighestOffsetForEpoch(ctx context.Context, req *pb.HighestOffs
 	if err != nil {
 		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
 	}
-	off, found, err := s.m.HighestOffsetForEpoch(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	off, found, err := untilLoadedFound(ctx, func() (int64, bool, error) {
+		return s.m.HighestOffsetForEpoch(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -121,7 +177,9 @@ func (s *service) EpochEndOffset(ctx context.Context, req *pb.EpochEndOffsetRequ
 	if err != nil {
 		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
 	}
-	off, found, err := s.m.EpochEndOffset(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	off, found, err := untilLoadedFound(ctx, func() (int64, bool, error) {
+		return s.m.EpochEndOffset(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -140,29 +198,21 @@ func (s *service) ListSegments(req *pb.ListSegmentsRequest, stream pb.RemoteLogM
 		return invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
 	}
 	ctx := stream.Context()
-	var seq iter.Seq2[rs.RemoteLogSegmentMetadata, error]
-	if req.Epoch != nil {
-		seq = s.m.RemoteLogSegmentsByEpoch(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
-	} else {
-		seq = s.m.RemoteLogSegments(ctx, tp)
-	}
-	batch := make([]*pb.Segment, 0, listBatch)
-	sent := false
-	for seg, err := range seq {
-		if err != nil {
-			return toStatus(err)
+	list := func() iter.Seq2[rs.RemoteLogSegmentMetadata, error] {
+		if req.Epoch != nil {
+			return s.m.RemoteLogSegmentsByEpoch(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
 		}
-		batch = append(batch, segmentTo(seg))
-		if len(batch) == listBatch {
-			if err := stream.Send(&pb.ListSegmentsResponse{Segments: batch}); err != nil {
-				return err
-			}
-			sent = true
-			batch = make([]*pb.Segment, 0, listBatch)
-		}
+		return s.m.RemoteLogSegments(ctx, tp)
 	}
-	if len(batch) > 0 {
-		return stream.Send(&pb.ListSegmentsResponse{Segments: batch})
+	// A stream of a partition still loading fails at its first item, before
+	// anything was sent: wait for the load (untilLoaded), then list.
+	var sent bool
+	_, err = untilLoaded(ctx, func() (struct{}, error) { return struct{}{}, s.send(stream, list(), &sent) })
+	if err != nil {
+		if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok && st.GRPCStatus() != nil {
+			return err // Send's own error
+		}
+		return toStatus(err)
 	}
 	if !sent {
 		deleted, err := s.deleted(ctx, tp)
@@ -176,12 +226,42 @@ func (s *service) ListSegments(req *pb.ListSegmentsRequest, stream pb.RemoteLogM
 	return nil
 }
 
+// send streams seq in batches of listBatch; sent says whether a message went
+// out. A failure of seq is returned as the library's error, before anything
+// was sent only if it was its first item.
+func (s *service) send(stream pb.RemoteLogMetadataService_ListSegmentsServer, seq iter.Seq2[rs.RemoteLogSegmentMetadata, error], sent *bool) error {
+	batch := make([]*pb.Segment, 0, listBatch)
+	for seg, err := range seq {
+		if err != nil {
+			if *sent || len(batch) > 0 {
+				return toStatus(err) // mid-stream: no retry
+			}
+			return err
+		}
+		batch = append(batch, segmentTo(seg))
+		if len(batch) == listBatch {
+			if err := stream.Send(&pb.ListSegmentsResponse{Segments: batch}); err != nil {
+				return err
+			}
+			*sent = true
+			batch = make([]*pb.Segment, 0, listBatch)
+		}
+	}
+	if len(batch) > 0 {
+		*sent = true
+		return stream.Send(&pb.ListSegmentsResponse{Segments: batch})
+	}
+	return nil
+}
+
 func (s *service) RemoteLogSize(ctx context.Context, req *pb.RemoteLogSizeRequest) (*pb.RemoteLogSizeResponse, error) {
 	tp, err := tpFrom(req.GetTopicIdPartition())
 	if err != nil {
 		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
 	}
-	n, err := s.m.RemoteLogSize(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	n, err := untilLoaded(ctx, func() (int64, error) {
+		return s.m.RemoteLogSize(ctx, tp, rs.LeaderEpoch(req.GetEpoch()))
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -199,7 +279,9 @@ func (s *service) NextSegmentWithTxnIndex(ctx context.Context, req *pb.NextSegme
 	if err != nil {
 		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
 	}
-	seg, found, err := s.m.NextSegmentWithTxnIndex(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetOffset())
+	seg, found, err := untilLoadedFound(ctx, func() (rs.RemoteLogSegmentMetadata, bool, error) {
+		return s.m.NextSegmentWithTxnIndex(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetOffset())
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -217,7 +299,9 @@ func (s *service) FirstSegmentForTimestamp(ctx context.Context, req *pb.FirstSeg
 	if err != nil {
 		return nil, invalidArgument(pb.ErrorKind_ERROR_KIND_UNSPECIFIED, err)
 	}
-	seg, found, err := s.m.FirstSegmentForTimestamp(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetTimestampMs(), req.GetStartingOffset())
+	seg, found, err := untilLoadedFound(ctx, func() (rs.RemoteLogSegmentMetadata, bool, error) {
+		return s.m.FirstSegmentForTimestamp(ctx, tp, rs.LeaderEpoch(req.GetEpoch()), req.GetTimestampMs(), req.GetStartingOffset())
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}

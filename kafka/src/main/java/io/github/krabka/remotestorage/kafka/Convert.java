@@ -9,6 +9,9 @@ import io.github.krabka.remotestorage.v1.SegmentId;
 import io.github.krabka.remotestorage.v1.SegmentState;
 import io.github.krabka.remotestorage.v1.SegmentUpdate;
 import io.github.krabka.remotestorage.v1.TopicIdPartition;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
 import java.nio.ByteBuffer;
 import java.util.HashMap;
 import java.util.Map;
@@ -110,7 +113,7 @@ final class Convert {
             .setEventTimestampMs(m.eventTimestampMs())
             .setSegmentSizeInBytes(m.segmentSizeInBytes())
             .setState(state(m.state()))
-            .setTxnIndexEmpty(m.isTxnIdxEmpty());
+            .setTxnIndexEmpty(txnIndexEmpty(m));
         m.customMetadata().ifPresent(c -> b.setCustomMetadata(ByteString.copyFrom(c.value())));
         for (Map.Entry<Integer, Long> e : m.segmentLeaderEpochs().entrySet()) {
             b.addSegmentLeaderEpochs(EpochStart.newBuilder().setEpoch(e.getKey()).setStartOffset(e.getValue()));
@@ -127,9 +130,55 @@ final class Convert {
             ? Optional.of(new CustomMetadata(m.getCustomMetadata().toByteArray()))
             : Optional.empty();
         RemoteLogSegmentId id = new RemoteLogSegmentId(tp(m.getId().getTopicIdPartition()), uuid(m.getId().getId()));
-        return new RemoteLogSegmentMetadata(id, m.getStartOffset(), m.getEndOffset(), m.getMaxTimestampMs(),
-            m.getBrokerId(), m.getEventTimestampMs(), m.getSegmentSizeInBytes(), custom, state(m.getState()),
-            epochs, m.getTxnIndexEmpty());
+        if (NEW_WITH_TXN_INDEX_EMPTY == null) {
+            return new RemoteLogSegmentMetadata(id, m.getStartOffset(), m.getEndOffset(), m.getMaxTimestampMs(),
+                m.getBrokerId(), m.getEventTimestampMs(), m.getSegmentSizeInBytes(), custom, state(m.getState()), epochs);
+        }
+        try {
+            return (RemoteLogSegmentMetadata) NEW_WITH_TXN_INDEX_EMPTY.invokeExact(id, m.getStartOffset(), m.getEndOffset(),
+                m.getMaxTimestampMs(), m.getBrokerId(), m.getEventTimestampMs(), m.getSegmentSizeInBytes(), custom,
+                state(m.getState()), epochs, m.getTxnIndexEmpty());
+        } catch (Throwable t) {
+            throw new IllegalStateException("RemoteLogSegmentMetadata's constructor failed", t);
+        }
+    }
+
+    /*
+     * Kafka 4.0 added whether a segment's transaction index is empty
+     * (isTxnIdxEmpty, and a constructor taking it); Kafka 3.9's
+     * RemoteLogSegmentMetadata has neither. The plugin is compiled against
+     * the newer API and looks both up once, so that one jar runs on both:
+     * on 3.9 a segment is stored as "transaction index not known to be
+     * empty" (txn_index_empty false), the answer that never skips an index.
+     */
+    private static final MethodHandle IS_TXN_INDEX_EMPTY = lookup(l -> l.findVirtual(RemoteLogSegmentMetadata.class,
+        "isTxnIdxEmpty", MethodType.methodType(boolean.class)));
+    private static final MethodHandle NEW_WITH_TXN_INDEX_EMPTY = lookup(l -> l.findConstructor(RemoteLogSegmentMetadata.class,
+        MethodType.methodType(void.class, RemoteLogSegmentId.class, long.class, long.class, long.class, int.class, long.class,
+            int.class, Optional.class, RemoteLogSegmentState.class, Map.class, boolean.class)));
+
+    private interface Find {
+        MethodHandle find(MethodHandles.Lookup l) throws NoSuchMethodException, IllegalAccessException;
+    }
+
+    /** The handle, or null when this Kafka's API lacks it. */
+    private static MethodHandle lookup(Find find) {
+        try {
+            return find.find(MethodHandles.publicLookup());
+        } catch (NoSuchMethodException | IllegalAccessException e) {
+            return null;
+        }
+    }
+
+    static boolean txnIndexEmpty(RemoteLogSegmentMetadata m) {
+        if (IS_TXN_INDEX_EMPTY == null) {
+            return false;
+        }
+        try {
+            return (boolean) IS_TXN_INDEX_EMPTY.invokeExact(m);
+        } catch (Throwable t) {
+            throw new IllegalStateException("RemoteLogSegmentMetadata.isTxnIdxEmpty failed", t);
+        }
     }
 
     static SegmentUpdate update(RemoteLogSegmentMetadataUpdate u) {

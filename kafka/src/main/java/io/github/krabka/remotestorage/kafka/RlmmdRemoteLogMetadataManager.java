@@ -261,7 +261,8 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         }
     }
 
-    @Override
+    // Not @Override: Kafka 3.9's interface lacks it (4.0 added it), and the
+    // plugin compiles against 3.9's too (docs/KAFKA.md).
     public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(TopicIdPartition tp, int epoch, long offset)
         throws RemoteStorageException {
         try {
@@ -280,7 +281,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
      * restarted since, or the assignment call failed) is assigned again here:
      * rlmmd loads it, and a later call answers true.
      */
-    @Override
+    // Not @Override: Kafka 3.9's interface lacks it (4.0 added it).
     public boolean isReady(TopicIdPartition tp) {
         try {
             boolean ready = rlmmd().call().caughtUp(CaughtUpRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build()).getCaughtUp();

@@ -2,6 +2,7 @@ package org.apache.kafka.server.log.remote.metadata.storage;
 
 import io.github.krabka.remotestorage.kafka.Fixture;
 import java.io.IOException;
+import java.lang.reflect.InvocationTargetException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -42,7 +43,7 @@ import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
  * the store. Here each write the plugin acknowledged is handed to that store
  * in the same way; nothing reads the store.
  */
-public class TopicBasedRemoteLogMetadataManager implements BrokerReadyCallback, RemoteLogMetadataManager {
+public class TopicBasedRemoteLogMetadataManager implements RemoteLogMetadataManager {
     private static final String PLUGIN_CLASS = "io.github.krabka.remotestorage.kafka.RlmmdRemoteLogMetadataManager";
     private static final AtomicInteger DATABASES = new AtomicInteger();
     private static Fixture.Postgres postgres;
@@ -61,6 +62,13 @@ public class TopicBasedRemoteLogMetadataManager implements BrokerReadyCallback, 
     TopicBasedRemoteLogMetadataManager(Function<Integer, RemoteLogMetadataTopicPartitioner> partitioner,
                                        Supplier<RemotePartitionMetadataStore> storeSupplier) {
         this.storeSupplier = storeSupplier;
+    }
+
+    /** The constructor Kafka 3.9's test helpers call (the flag started the topic-based manager's producer and consumer). */
+    TopicBasedRemoteLogMetadataManager(boolean startConsumerThread,
+                                       Function<Integer, RemoteLogMetadataTopicPartitioner> partitioner,
+                                       Supplier<RemotePartitionMetadataStore> storeSupplier) {
+        this(partitioner, storeSupplier);
     }
 
     /** The one PostgreSQL of this JVM, started by the first manager. */
@@ -112,7 +120,7 @@ public class TopicBasedRemoteLogMetadataManager implements BrokerReadyCallback, 
         store = storeSupplier.get();
     }
 
-    @Override
+    /** What Kafka 4's test helpers call after configure (BrokerReadyCallback, which Kafka 3.9 lacks). */
     public void onBrokerReady() {
         // The plugin's channel connects on its first call.
     }
@@ -199,15 +207,38 @@ public class TopicBasedRemoteLogMetadataManager implements BrokerReadyCallback, 
         return plugin().remoteLogSize(tp, leaderEpoch);
     }
 
-    @Override
+    // nextSegmentWithTxnIndex and isReady: Kafka 4.0 added them to the
+    // interface, so they are not @Override here (this class compiles on 3.9
+    // too); on 4.x they override the interface's defaults.
+
     public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(TopicIdPartition tp, int epoch, long offset)
         throws RemoteStorageException {
-        return plugin().nextSegmentWithTxnIndex(tp, epoch, offset);
+        @SuppressWarnings("unchecked")
+        Optional<RemoteLogSegmentMetadata> s = (Optional<RemoteLogSegmentMetadata>) invokePlugin("nextSegmentWithTxnIndex",
+            new Class<?>[] {TopicIdPartition.class, int.class, long.class}, tp, epoch, offset);
+        return s;
     }
 
-    @Override
     public boolean isReady(TopicIdPartition tp) {
-        return plugin().isReady(tp);
+        try {
+            return (Boolean) invokePlugin("isReady", new Class<?>[] {TopicIdPartition.class}, tp);
+        } catch (RemoteStorageException e) {
+            throw new KafkaException(e);
+        }
+    }
+
+    /** Calls a method of the plugin that this line's interface may lack. */
+    private Object invokePlugin(String name, Class<?>[] types, Object... args) throws RemoteStorageException {
+        try {
+            return plugin().getClass().getMethod(name, types).invoke(plugin(), args);
+        } catch (InvocationTargetException e) {
+            if (e.getCause() instanceof RemoteStorageException rse) {
+                throw rse;
+            }
+            throw new KafkaException(e.getCause());
+        } catch (ReflectiveOperationException e) {
+            throw new KafkaException("the plugin has no " + name, e);
+        }
     }
 
     private static Set<Long> threadIds() {
