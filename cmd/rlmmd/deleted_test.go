@@ -3,10 +3,8 @@ package main
 import (
 	"errors"
 	"io"
-	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 
@@ -194,7 +192,7 @@ func TestReadsWaitForThePartitionsLoad(t *testing.T) {
 	finish(t, b.client, seg)
 
 	// The load reads rlmm_segments: hold it until the reads are waiting.
-	release := lockSegmentsTable(t, b.dsn)
+	release := holdLock(t, b.dsn, "LOCK TABLE rlmm_segments IN ACCESS EXCLUSIVE MODE")
 	defer release()
 	_, err = b.client.OnPartitionLeadershipChanges(ctx, &pb.OnPartitionLeadershipChangesRequest{Leaders: []*pb.TopicIdPartition{tp}})
 	require.NoError(t, err)
@@ -233,24 +231,4 @@ func TestReadsWaitForThePartitionsLoad(t *testing.T) {
 	require.NoError(t, a.err, "a read while the partition loads")
 	require.NotNil(t, a.get.Segment)
 	require.Len(t, a.list, 1)
-}
-
-// lockSegmentsTable holds an ACCESS EXCLUSIVE lock on rlmm_segments until
-// release is called (safe to call twice).
-func lockSegmentsTable(t *testing.T, dsn string) (release func()) {
-	t.Helper()
-	ctx := callCtx(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, "LOCK TABLE rlmm_segments IN ACCESS EXCLUSIVE MODE")
-	require.NoError(t, err)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			_ = tx.Rollback(ctx)
-			pool.Close()
-		})
-	}
 }

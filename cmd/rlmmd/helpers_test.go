@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -141,16 +142,26 @@ func requireStatus(t *testing.T, err error, code codes.Code, sentinel error, out
 // the returned release is called: a write of a segment waits for it.
 func lockSegment(t *testing.T, dsn string) (release func()) {
 	t.Helper()
+	return holdLock(t, dsn, "SELECT 1 FROM rlmm_segments FOR UPDATE")
+}
+
+// holdLock runs lockSQL in a transaction of its own and holds what it
+// locked until release is called (safe to call twice).
+func holdLock(t *testing.T, dsn, lockSQL string) (release func()) {
+	t.Helper()
 	ctx := callCtx(t)
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, "SELECT 1 FROM rlmm_segments FOR UPDATE")
+	_, err = tx.Exec(ctx, lockSQL)
 	require.NoError(t, err)
+	var once sync.Once
 	return func() {
-		_ = tx.Rollback(ctx)
-		pool.Close()
+		once.Do(func() {
+			_ = tx.Rollback(ctx)
+			pool.Close()
+		})
 	}
 }
 
