@@ -125,6 +125,11 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         this.channel = ch;
         this.client = new RlmmdClient(ch, cfg.callTimeoutMs(), cfg.listTimeoutMs());
         log.info("remotestorage: metadata in rlmmd at {} (call deadline {} ms)", cfg.target(), cfg.callTimeoutMs());
+        String kafka = KafkaLines.running();
+        if (!KafkaLines.tested(kafka)) {
+            log.warn("remotestorage: this broker runs Kafka {}, outside the lines the plugin is tested on ({}); it loads and runs as on those",
+                kafka, KafkaLines.RANGE);
+        }
     }
 
     private RlmmdClient rlmmd() {

@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -71,7 +72,7 @@ class KafkaCopyBench {
             cluster.format();
             cluster.startup();
             cluster.waitForReadyBrokers();
-            try (Admin admin = cluster.admin()) {
+            try (Admin admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers()))) {
                 String topic = "bench-" + name;
                 TopicPartition tp = new TopicPartition(topic, 0);
                 admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1).configs(Map.of(
