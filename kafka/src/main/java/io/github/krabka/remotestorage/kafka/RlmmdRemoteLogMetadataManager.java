@@ -65,9 +65,8 @@ import org.slf4j.LoggerFactory;
  * rlmm.config.rlmmd.target=127.0.0.1:9190
  * </pre>
  *
- * <p>Every call has a deadline ({@link RlmmdConfig#CALL_TIMEOUT_MS}). The
- * channel connects on the first call, so broker start-up never waits for
- * rlmmd. The writes are done when their future is returned (the broker
+ * <p>Every call has a deadline ({@link RlmmdConfig#CALL_TIMEOUT_MS}).
+ * {@code configure} fails unless rlmmd answers at the target. The writes are done when their future is returned (the broker
  * waits on it at once). Failures become {@link RemoteStorageException};
  * an update of a segment rlmmd does not know becomes
  * {@link RemoteResourceNotFoundException}. {@link #isReady} is rlmmd's
@@ -121,14 +120,50 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             throw new ConfigException(RlmmdConfig.TARGET + " " + cfg.target() + ": " + e.getMessage()
                 + (cfg.target().startsWith("unix:") ? " (a unix socket needs Netty's native transport: Linux on x86_64 or aarch64)" : ""));
         }
+        RlmmdClient c = new RlmmdClient(ch, cfg.callTimeoutMs(), cfg.listTimeoutMs());
+        try {
+            probe(cfg, c);
+        } catch (ConfigException e) {
+            ch.shutdownNow();
+            throw e;
+        }
         this.config = cfg;
         this.channel = ch;
-        this.client = new RlmmdClient(ch, cfg.callTimeoutMs(), cfg.listTimeoutMs());
+        this.client = c;
         log.info("remotestorage: metadata in rlmmd at {} (call deadline {} ms)", cfg.target(), cfg.callTimeoutMs());
         String kafka = KafkaLines.running();
         if (!KafkaLines.tested(kafka)) {
             log.warn("remotestorage: this broker runs Kafka {}, outside the lines the plugin is tested on ({}); it loads and runs as on those",
                 kafka, KafkaLines.RANGE);
+        }
+    }
+
+    /** The partition of configure's probe: rlmmd consumes no such partition, so it answers from memory. */
+    private static final io.github.krabka.remotestorage.v1.TopicIdPartition PROBE_TP = io.github.krabka.remotestorage.v1.TopicIdPartition
+        .newBuilder().setTopicId(com.google.protobuf.ByteString.copyFrom(new byte[16])).setTopic("remotestorage-configure-probe").build();
+
+    /**
+     * Fails configure, with a message naming the target and what is wrong,
+     * unless an rlmmd serving this plugin's service answers there within
+     * the call deadline: so that a wrong or missing rlmmd stops the broker
+     * at start-up instead of failing its first copy. One CaughtUp of a
+     * partition rlmmd does not consume (answered from memory). An rlmmd
+     * whose database is down answers with its own error: it is there, and
+     * isReady keeps tiered storage paused until the database is back.
+     */
+    private static void probe(RlmmdConfig cfg, RlmmdClient c) {
+        try {
+            c.call().caughtUp(CaughtUpRequest.newBuilder().setTopicIdPartition(PROBE_TP).build());
+        } catch (StatusRuntimeException e) {
+            if (e.getStatus().getCode() == Status.Code.UNIMPLEMENTED) {
+                throw new ConfigException(RlmmdConfig.TARGET + " " + cfg.target() + ": the server there does not serve "
+                    + "remotestorage.v1.RemoteLogMetadataService (" + brief(e) + "): not rlmmd, or an rlmmd of an incompatible version");
+            }
+            if (detail(e).getKind() == ErrorKind.ERROR_KIND_UNSPECIFIED) {
+                throw new ConfigException(RlmmdConfig.TARGET + " " + cfg.target() + ": no rlmmd answers there within "
+                    + cfg.callTimeoutMs() + " ms (" + brief(e) + ")");
+            }
+            log.warn("remotestorage: rlmmd at {} answers, but not for its database yet: {}", cfg.target(), brief(e));
         }
     }
 

@@ -211,6 +211,29 @@ class RlmmdPluginIT {
         assertTrue(e.getMessage().contains(RlmmdConfig.TARGET + " nosuchscheme://rlmmd"), e.getMessage());
     }
 
+
+    /** No rlmmd at the target: configure fails, naming the target, rather than the first copy. */
+    @Test
+    void missingRlmmdIsAConfigError() throws Exception {
+        String target = "127.0.0.1:" + Fixture.freePort();
+        ConfigException e = assertThrows(ConfigException.class, () -> plugin(target, 2000));
+        assertTrue(e.getMessage().contains(RlmmdConfig.TARGET + " " + target + ": no rlmmd answers"), e.getMessage());
+    }
+
+    /** A gRPC server without rlmmd's service (another program, or an incompatible rlmmd): configure fails. */
+    @Test
+    void incompatibleServerIsAConfigError() throws Exception {
+        io.grpc.Server other = io.grpc.Grpc.newServerBuilderForPort(0, io.grpc.InsecureServerCredentials.create()).build().start();
+        try {
+            String target = "127.0.0.1:" + other.getPort();
+            ConfigException e = assertThrows(ConfigException.class, () -> plugin(target, 2000));
+            assertTrue(e.getMessage().contains(RlmmdConfig.TARGET + " " + target + ": the server there does not serve"), e.getMessage());
+            assertTrue(e.getMessage().contains("incompatible"), e.getMessage());
+        } finally {
+            other.shutdownNow();
+        }
+    }
+
     /**
      * A plugin whose rlmmd is down, or whose rlmmd restarted (a new cache
      * that no longer holds the partition): isReady is false, writes fail
