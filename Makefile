@@ -198,6 +198,12 @@ kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and 
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
 
+.PHONY: rust-test
+rust-test: ## The Rust crates of rust/: rustfmt check, clippy with warnings denied, and their tests (cargo fetches from crates.io).
+	cd rust && cargo fmt --all --check
+	cd rust && cargo clippy --locked -j2 --all-targets -- -D warnings
+	cd rust && cargo test --locked -j2
+
 .PHONY: kafka-bench
 kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throughput with this store against Kafka's topic-based default (~5 min).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
