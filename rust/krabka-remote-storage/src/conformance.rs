@@ -331,7 +331,14 @@ pub fn refused_adds(rlmm: &dyn RemoteLogMetadataManager) {
         rlmm.list_remote_log_segments(&tp).unwrap(),
         vec![base.clone()]
     );
-    // Oversized custom metadata on update.
+    // Oversized custom metadata on update, of a known and an unknown id.
+    let mut ghost = update(&base, CF);
+    ghost.remote_log_segment_id.id = Uuid::new_v4();
+    ghost.custom_metadata = Some(CustomMetadata(vec![0; 65537]));
+    assert!(matches!(
+        rlmm.update_remote_log_segment_metadata(ghost),
+        Err(RemoteStorageError::InvalidSegmentTransition { .. })
+    ));
     let mut u = update(&base, CF);
     u.custom_metadata = Some(CustomMetadata(vec![0; 65537]));
     assert!(matches!(
@@ -501,6 +508,12 @@ pub fn partition_delete(rlmm: &dyn RemoteLogMetadataManager) {
             }
         }
     }
+    let mut bad = new_tp(0);
+    bad.topic = "..".into();
+    assert!(matches!(
+        put(&bad, DeletePartitionMarked),
+        Err(RemoteStorageError::InvalidPartitionDeleteTransition { .. })
+    ));
     let tp = new_tp(0);
     let m = segment(&tp, 0, 9, &[(0, 0)]);
     add_in(rlmm, &m, &[CF]);

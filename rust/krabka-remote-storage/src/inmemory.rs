@@ -242,7 +242,26 @@ impl RemoteLogMetadataManager for InmemoryRemoteLogMetadataManager {
                 to: update.state,
             });
         }
+        // Oversized custom metadata is refused before the segment is looked
+        // up, as the store does; the error then names the target state as
+        // both ends when the segment is unknown.
+        let too_big = update
+            .custom_metadata
+            .as_ref()
+            .is_some_and(|c| c.0.len() > self.max_custom_metadata_bytes);
         let mut st = self.lock();
+        if too_big {
+            let from = st
+                .partitions
+                .get(&key(&sid.topic_id_partition))
+                .and_then(|p| p.segments.get(&sid.id))
+                .map_or(update.state, |e| e.meta.state);
+            return Err(RemoteStorageError::InvalidSegmentTransition {
+                id: sid.clone(),
+                from,
+                to: update.state,
+            });
+        }
         st.seq += 1;
         let seq = st.seq;
         let not_found = || RemoteStorageError::SegmentNotFound(sid.clone());
@@ -255,11 +274,7 @@ impl RemoteLogMetadataManager for InmemoryRemoteLogMetadataManager {
         }
         let e = p.segments.get_mut(&sid.id).ok_or_else(not_found)?;
         let from = e.meta.state;
-        let too_big = update
-            .custom_metadata
-            .as_ref()
-            .is_some_and(|c| c.0.len() > self.max_custom_metadata_bytes);
-        if !from.can_transition_to(update.state) || too_big {
+        if !from.can_transition_to(update.state) {
             return Err(RemoteStorageError::InvalidSegmentTransition {
                 id: sid.clone(),
                 from,
@@ -339,10 +354,13 @@ impl RemoteLogMetadataManager for InmemoryRemoteLogMetadataManager {
         &self,
         metadata: RemotePartitionDeleteMetadata,
     ) -> Result<(), RemoteStorageError> {
+        let tp = &metadata.topic_id_partition;
         let mut st = self.lock();
-        let k = key(&metadata.topic_id_partition);
+        let k = key(tp);
         let from = st.partitions.get(&k).and_then(|p| p.delete_state);
-        if !RemotePartitionDeleteState::can_transition(from, metadata.state) {
+        // A partition no add could name is refused as the store refuses it.
+        let bad_tp = tp.topic_id.is_nil() || !legal_topic(&tp.topic) || tp.partition < 0;
+        if bad_tp || !RemotePartitionDeleteState::can_transition(from, metadata.state) {
             return Err(RemoteStorageError::InvalidPartitionDeleteTransition {
                 tp: metadata.topic_id_partition,
                 from,
