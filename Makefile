@@ -83,7 +83,7 @@ psql: ## Open psql on DATABASE_URL (or the Docker database).
 	psql "$${DATABASE_URL:-postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable}"
 
 .PHONY: ci
-ci: lint check-generated test fuzz kafka-e2e ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
+ci: lint check-generated test fuzz kafka-e2e rust-test ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
 
 .PHONY: bench
 bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments, then a fresh never-analyzed database (~11 min; BENCH_FLAGS=-segments=10000000 for 10M).
