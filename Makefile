@@ -83,7 +83,7 @@ psql: ## Open psql on DATABASE_URL (or the Docker database).
 	psql "$${DATABASE_URL:-postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable}"
 
 .PHONY: ci
-ci: lint check-generated test fuzz kafka-e2e kafka-contract kafka-matrix ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
+ci: lint check-generated test fuzz kafka-e2e kafka-contract kafka-matrix rust-test ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
 
 .PHONY: bench
 bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments, then a fresh never-analyzed database (~11 min; BENCH_FLAGS=-segments=10000000 for 10M).
@@ -237,6 +237,11 @@ kafka-contract: pg-user ## Kafka's own metadata-manager tests (3.9.1, 4.3.1), un
 		echo "kafka-contract: Kafka $$line"; \
 		(cd kafka/contract && mvn -B --no-transfer-progress verify -Dkafka.line=$$line -Drlmm.bin.dir=$(BIN)); \
 	done
+.PHONY: rust-test
+rust-test: ## The Rust crates of rust/: rustfmt check, clippy with warnings denied, and their tests (cargo fetches from crates.io).
+	cd rust && cargo fmt --all --check
+	cd rust && cargo clippy --locked -j2 --all-targets -- -D warnings
+	cd rust && cargo test --locked -j2
 
 .PHONY: kafka-bench
 kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throughput with this store against Kafka's topic-based default (~5 min).

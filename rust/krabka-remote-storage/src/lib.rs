@@ -1,0 +1,20 @@
+//! The remote log metadata SPI of KIP-405 tiered storage
+//! ([`RemoteLogMetadataManager`]), its types and errors, and the in-memory
+//! reference implementation ([`InmemoryRemoteLogMetadataManager`]).
+
+pub mod conformance;
+pub mod error;
+pub mod inmemory;
+pub mod metadata;
+pub mod metadata_manager;
+
+pub use {
+    error::RemoteStorageError,
+    inmemory::{DEFAULT_MAX_CUSTOM_METADATA_BYTES, InmemoryRemoteLogMetadataManager},
+    metadata::{
+        CustomMetadata, RemoteLogSegmentId, RemoteLogSegmentMetadata,
+        RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState, RemotePartitionDeleteMetadata,
+        RemotePartitionDeleteState, TopicIdPartition,
+    },
+    metadata_manager::RemoteLogMetadataManager,
+};
