@@ -21,6 +21,7 @@ import io.github.krabka.remotestorage.v1.RemoteLogSizeResponse;
 import io.github.krabka.remotestorage.v1.Segment;
 import io.github.krabka.remotestorage.v1.UpdateSegmentRequest;
 import io.grpc.ChannelCredentials;
+import io.grpc.ConnectivityState;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -32,6 +33,7 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.protobuf.StatusProto;
 import java.io.File;
 import java.io.IOException;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.NoSuchElementException;
@@ -85,6 +87,15 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     private final Map<TopicIdPartition, Boolean> assigned = new ConcurrentHashMap<>();
     /** Whether the last isReady call reached rlmmd; a change is logged once. */
     private final AtomicBoolean reachable = new AtomicBoolean(true);
+    /**
+     * Set when the channel connects again after it was connected: rlmmd may
+     * have restarted and forgotten the assignment, which the next call sends
+     * again first. Kafka 3.9 brokers never call isReady, so a reconnection
+     * is the only sign they give.
+     */
+    private final AtomicBoolean reassign = new AtomicBoolean(false);
+    /** Held while the assignment changes or is sent, so that a re-send never undoes a newer change. */
+    private final Object assignment = new Object();
 
     @Override
     public void configure(Map<String, ?> configs) {
@@ -121,6 +132,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
                 + (cfg.target().startsWith("unix:") ? " (a unix socket needs Netty's native transport: Linux on x86_64 or aarch64)" : ""));
         }
         RlmmdClient c = new RlmmdClient(ch, cfg.callTimeoutMs(), cfg.listTimeoutMs());
+        watchReconnections(ch, ch.getState(false), false);
         try {
             probe(cfg, c);
         } catch (ConfigException e) {
@@ -172,7 +184,43 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         if (c == null) {
             throw new IllegalStateException("RlmmdRemoteLogMetadataManager used before configure()");
         }
+        if (reassign.compareAndSet(true, false)) {
+            resendAssignment(c);
+        }
         return c;
+    }
+
+    /** Sets {@link #reassign} each time the channel is ready again after it was ready once. */
+    private void watchReconnections(ManagedChannel ch, ConnectivityState last, boolean wasReady) {
+        ch.notifyWhenStateChanged(last, () -> {
+            ConnectivityState now = ch.getState(false);
+            if (now == ConnectivityState.SHUTDOWN) {
+                return;
+            }
+            boolean ready = now == ConnectivityState.READY;
+            if (ready && wasReady) {
+                reassign.set(true);
+            }
+            watchReconnections(ch, now, wasReady || ready);
+        });
+    }
+
+    /** Sends every assigned partition again; on failure the next call retries. */
+    private void resendAssignment(RlmmdClient c) {
+        synchronized (assignment) {
+            Set<TopicIdPartition> leaders = new HashSet<>();
+            Set<TopicIdPartition> followers = new HashSet<>();
+            assigned.forEach((tp, leader) -> (leader ? leaders : followers).add(tp));
+            if (leaders.isEmpty() && followers.isEmpty()) {
+                return;
+            }
+            if (!sendAssignment(c, leaders, followers)) {
+                reassign.set(true);
+            } else {
+                log.info("remotestorage: rlmmd at {} connected again: sent the assignment of {} leaders and {} followers again",
+                    config.target(), leaders.size(), followers.size());
+            }
+        }
     }
 
     @Override
@@ -329,9 +377,11 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
                 log.info("remotestorage: rlmmd at {} answers again", config.target());
             }
             if (!ready) {
-                Boolean leader = assigned.get(tp);
-                if (leader != null) {
-                    sendAssignment(leader ? Set.of(tp) : Set.of(), leader ? Set.of() : Set.of(tp));
+                synchronized (assignment) {
+                    Boolean leader = assigned.get(tp);
+                    if (leader != null) {
+                        sendAssignment(rlmmd(), leader ? Set.of(tp) : Set.of(), leader ? Set.of() : Set.of(tp));
+                    }
                 }
             }
             return ready;
@@ -350,38 +400,48 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
 
     @Override
     public void onPartitionLeadershipChanges(Set<TopicIdPartition> leaderPartitions, Set<TopicIdPartition> followerPartitions) {
-        for (TopicIdPartition tp : leaderPartitions) {
-            assigned.put(tp, true);
+        RlmmdClient c = rlmmd();
+        synchronized (assignment) {
+            for (TopicIdPartition tp : leaderPartitions) {
+                assigned.put(tp, true);
+            }
+            for (TopicIdPartition tp : followerPartitions) {
+                assigned.put(tp, false);
+            }
+            sendAssignment(c, leaderPartitions, followerPartitions);
         }
-        for (TopicIdPartition tp : followerPartitions) {
-            assigned.put(tp, false);
-        }
-        sendAssignment(leaderPartitions, followerPartitions);
     }
 
-    private void sendAssignment(Set<TopicIdPartition> leaders, Set<TopicIdPartition> followers) {
+    /** One OnPartitionLeadershipChanges; false (and a warning) when rlmmd did not take it. */
+    private boolean sendAssignment(RlmmdClient c, Set<TopicIdPartition> leaders, Set<TopicIdPartition> followers) {
         OnPartitionLeadershipChangesRequest.Builder b = OnPartitionLeadershipChangesRequest.newBuilder();
         leaders.forEach(tp -> b.addLeaders(Convert.tp(tp)));
         followers.forEach(tp -> b.addFollowers(Convert.tp(tp)));
         try {
-            rlmmd().call().onPartitionLeadershipChanges(b.build());
+            c.call().onPartitionLeadershipChanges(b.build());
+            return true;
         } catch (StatusRuntimeException e) {
-            // isReady assigns them again: until then they are not ready.
-            log.warn("remotestorage: rlmmd at {} did not take the assignment of {} leaders and {} followers; isReady will retry: {}",
+            // isReady, or the next call after a reconnection, assigns them
+            // again: until then they are not ready.
+            log.warn("remotestorage: rlmmd at {} did not take the assignment of {} leaders and {} followers; it is sent again later: {}",
                 config.target(), leaders.size(), followers.size(), brief(e));
+            return false;
         }
     }
 
     @Override
     public void onStopPartitions(Set<TopicIdPartition> partitions) {
-        partitions.forEach(assigned::remove);
+        RlmmdClient c = rlmmd();
         OnStopPartitionsRequest.Builder b = OnStopPartitionsRequest.newBuilder();
         partitions.forEach(tp -> b.addPartitions(Convert.tp(tp)));
-        try {
-            rlmmd().call().onStopPartitions(b.build());
-        } catch (StatusRuntimeException e) {
-            log.warn("remotestorage: rlmmd at {} did not take the stop of {} partitions: {}",
-                config.target(), partitions.size(), brief(e));
+        synchronized (assignment) {
+            partitions.forEach(assigned::remove);
+            try {
+                c.call().onStopPartitions(b.build());
+            } catch (StatusRuntimeException e) {
+                log.warn("remotestorage: rlmmd at {} did not take the stop of {} partitions: {}",
+                    config.target(), partitions.size(), brief(e));
+            }
         }
     }
 

@@ -268,6 +268,40 @@ class RlmmdPluginIT {
         }
     }
 
+    /**
+     * A Kafka 3.9 broker never calls isReady: after rlmmd restarts, the
+     * plugin's next call of any kind sends the assignment again, and rlmmd
+     * consumes the partition again (a probe plugin of its own sees it caught
+     * up). Without the re-send, rlmmd never consumes it again.
+     */
+    @Test
+    void restartedRlmmdGetsTheAssignmentWithoutIsReady() throws Exception {
+        Fixture.Rlmmd own = new Fixture.Rlmmd(rlmmd.dsn).start();
+        try (RlmmdRemoteLogMetadataManager m = plugin(own.target(), 1000);
+             RlmmdRemoteLogMetadataManager probe = plugin(own.target(), 1000)) {
+            TopicIdPartition tp = newTp();
+            m.onPartitionLeadershipChanges(Set.of(tp), Set.of());
+            RemoteLogSegmentMetadata a = segment(tp, 0, 99, Map.of(0, 0L));
+            m.addRemoteLogSegmentMetadata(a).get();
+            finish(m, a);
+            Fixture.await("rlmmd consumes the partition", () -> probe.isReady(tp));
+
+            own.stop();
+            own.start();
+            assertFalse(probe.isReady(tp), "a restarted rlmmd does not consume the partition before it is assigned again");
+            Fixture.await("rlmmd consumes the partition again after the plugin's next lookups", () -> {
+                try {
+                    assertTrue(m.remoteLogSegmentMetadata(tp, 0, 50).isPresent(), "the segment, through the restarted rlmmd");
+                } catch (RemoteStorageException e) {
+                    return false; // the first call may still meet the connection to the old process
+                }
+                return probe.isReady(tp);
+            });
+        } finally {
+            own.close();
+        }
+    }
+
     private static java.util.concurrent.CompletableFuture<Void> finishFuture(RlmmdRemoteLogMetadataManager m, RemoteLogSegmentMetadata s)
         throws RemoteStorageException {
         return m.updateRemoteLogSegmentMetadata(new RemoteLogSegmentMetadataUpdate(s.remoteLogSegmentId(), 6, Optional.empty(),
