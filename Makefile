@@ -199,18 +199,16 @@ kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and 
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
 
 # `make kafka-matrix`: the end-to-end suite's brokers on the newest patch of
-# each Kafka line from 4.0, all loading the one plugin jar built against
-# 4.4.0. Kafka 3.9's test kit is another one (kafka.testkit), so 3.9.1 is
-# proven by Kafka's own tests (kafka-contract) and the build's compile
-# against its API instead (docs/KAFKA.md). Every line runs every step but
-# brokerRestart, whose test-kit call exists from 4.3 on (make kafka-e2e
-# runs it on 4.4.0).
-KAFKA_MATRIX_VERSIONS ?= 4.0.2 4.1.2 4.2.2 4.3.2 4.4.0
+# each Kafka line from 3.9, all loading the one plugin jar built against
+# 4.4.0. -Dkafka.line picks the line's test kit (kafka/pom.xml). Every line
+# runs every step but brokerRestart, whose test-kit call exists from 4.3 on
+# (make kafka-e2e runs it on 4.4.0).
+KAFKA_MATRIX_VERSIONS ?= 3.9.1 4.0.2 4.1.2 4.2.2 4.3.2 4.4.0
 KAFKA_MATRIX_TESTS := KafkaTieredStorageIT\#copyAndReadBack+leadershipMove+rlmmdDown+databaseDown+rlmmctl+retention+topicDeletion
 KAFKA_MATRIX_JAR := $(BIN)/remotestorage-kafka-matrix.jar
 
 .PHONY: kafka-matrix
-kafka-matrix: pg-user ## The plugin jar on the brokers of every Kafka line from 4.0 to 4.4, end to end (~2 min a line; KAFKA_MATRIX_VERSIONS).
+kafka-matrix: pg-user ## The plugin jar on the brokers of every Kafka line from 3.9 to 4.4, end to end (~2 min a line; KAFKA_MATRIX_VERSIONS).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
@@ -218,7 +216,7 @@ kafka-matrix: pg-user ## The plugin jar on the brokers of every Kafka line from 
 	cp $(KAFKA_JAR) $(KAFKA_MATRIX_JAR)
 	set -e; for v in $(KAFKA_MATRIX_VERSIONS); do \
 		echo "kafka-matrix: Kafka $$v"; \
-		(cd kafka && mvn -B --no-transfer-progress verify -Pkafka-matrix -De2e.skip=false -Dkafka.version=$$v \
+		(cd kafka && mvn -B --no-transfer-progress verify -Pkafka-matrix -De2e.skip=false -Dkafka.version=$$v -Dkafka.line=$${v%.*} \
 			-Drlmm.bin.dir=$(BIN) -Drlmm.plugin.jar=$(KAFKA_MATRIX_JAR) \
 			-Dit.test='$(KAFKA_MATRIX_TESTS)' -Dfailsafe.failIfNoSpecifiedTests=false); \
 	done

@@ -2,6 +2,7 @@ package io.github.krabka.remotestorage.kafka;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -17,8 +18,6 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.test.KafkaClusterTestKit;
-import org.apache.kafka.common.test.TestKitNodes;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -59,19 +58,14 @@ class KafkaCopyBench {
     /** One single-broker cluster with the given manager; returns MiB/s copied. */
     static double run(String name, int segments, Map<String, String> rlmm) throws Exception {
         Path remote = Files.createTempDirectory("rlmm-bench-" + name);
-        KafkaClusterTestKit.Builder b = new KafkaClusterTestKit.Builder(
-            new TestKitNodes.Builder().setCombined(true).setNumControllerNodes(1).setNumBrokerNodes(1).build())
-            .setConfigProp("remote.log.storage.system.enable", "true")
-            .setConfigProp("remote.log.storage.manager.class.name", LocalDirRemoteStorageManager.class.getName())
-            .setConfigProp("rsm.config.dir", remote.toString())
-            .setConfigProp("remote.log.manager.task.interval.ms", "300")
-            .setConfigProp("log.retention.check.interval.ms", "300")
-            .setConfigProp("log.initial.task.delay.ms", "100");
-        rlmm.forEach(b::setConfigProp);
-        try (KafkaClusterTestKit cluster = b.build()) {
-            cluster.format();
-            cluster.startup();
-            cluster.waitForReadyBrokers();
+        Map<String, String> config = new HashMap<>(rlmm);
+        config.put("remote.log.storage.system.enable", "true");
+        config.put("remote.log.storage.manager.class.name", LocalDirRemoteStorageManager.class.getName());
+        config.put("rsm.config.dir", remote.toString());
+        config.put("remote.log.manager.task.interval.ms", "300");
+        config.put("log.retention.check.interval.ms", "300");
+        config.put("log.initial.task.delay.ms", "100");
+        try (KitCluster cluster = KitCluster.start(true, 1, 1, Map.of(), config)) {
             try (Admin admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers()))) {
                 String topic = "bench-" + name;
                 TopicPartition tp = new TopicPartition(topic, 0);

@@ -41,8 +41,6 @@ import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.test.KafkaClusterTestKit;
-import org.apache.kafka.common.test.TestKitNodes;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -72,7 +70,7 @@ class KafkaTieredStorageIT {
     static Fixture.Postgres pg;
     static String dsn;
     static final Map<Integer, Fixture.Rlmmd> rlmmds = new HashMap<>();
-    static KafkaClusterTestKit cluster;
+    static KitCluster cluster;
     static Admin admin;
     static Path remoteDir;
     static Uuid topicId;
@@ -87,31 +85,26 @@ class KafkaTieredStorageIT {
         pg = new Fixture.Postgres();
         dsn = pg.database("kafka");
         remoteDir = Files.createTempDirectory("rlmm-remote");
-        TestKitNodes.Builder nodes = new TestKitNodes.Builder().setCombined(false).setNumControllerNodes(1).setNumBrokerNodes(2);
         Map<Integer, Map<String, String>> perServer = new HashMap<>();
         for (int broker : new int[] {0, 1}) {
             Fixture.Rlmmd r = new Fixture.Rlmmd(dsn).start();
             rlmmds.put(broker, r);
             perServer.put(broker, Map.of("rlmm.config." + RlmmdConfig.TARGET, r.target()));
         }
-        nodes.setPerServerProperties(perServer);
         Path jar = Path.of(System.getProperty("rlmm.plugin.jar", "target/remotestorage-kafka-0.1.0.jar")).toAbsolutePath();
-        KafkaClusterTestKit.Builder b = new KafkaClusterTestKit.Builder(nodes.build())
-            .setConfigProp("remote.log.storage.system.enable", "true")
-            .setConfigProp("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName())
-            .setConfigProp("remote.log.metadata.manager.class.path", jar.toString())
-            .setConfigProp("rlmm.config." + RlmmdConfig.CALL_TIMEOUT_MS, "2000")
-            .setConfigProp("remote.log.storage.manager.class.name", LocalDirRemoteStorageManager.class.getName())
-            .setConfigProp("rsm.config.dir", remoteDir.toString())
-            .setConfigProp("remote.log.manager.task.interval.ms", "300")
-            .setConfigProp("log.retention.check.interval.ms", "300")
-            .setConfigProp("log.initial.task.delay.ms", "100")
-            .setConfigProp("remote.log.manager.copier.thread.pool.size", "2")
-            .setConfigProp("remote.log.manager.expiration.thread.pool.size", "2");
-        cluster = b.build();
-        cluster.format();
-        cluster.startup();
-        cluster.waitForReadyBrokers();
+        Map<String, String> config = new HashMap<>();
+        config.put("remote.log.storage.system.enable", "true");
+        config.put("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName());
+        config.put("remote.log.metadata.manager.class.path", jar.toString());
+        config.put("rlmm.config." + RlmmdConfig.CALL_TIMEOUT_MS, "2000");
+        config.put("remote.log.storage.manager.class.name", LocalDirRemoteStorageManager.class.getName());
+        config.put("rsm.config.dir", remoteDir.toString());
+        config.put("remote.log.manager.task.interval.ms", "300");
+        config.put("log.retention.check.interval.ms", "300");
+        config.put("log.initial.task.delay.ms", "100");
+        config.put("remote.log.manager.copier.thread.pool.size", "2");
+        config.put("remote.log.manager.expiration.thread.pool.size", "2");
+        cluster = KitCluster.start(false, 1, 2, perServer, config);
         admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers())); // KafkaClusterTestKit.admin() is 4.3 on
         Map<String, String> topicConfig = Map.of(
             "remote.storage.enable", "true",
@@ -349,6 +342,13 @@ class KafkaTieredStorageIT {
         consumeAll(0);
     }
 
+    /** A plugin of the test's own, beside the brokers', to ask an rlmmd whether it caught up. */
+    static RlmmdRemoteLogMetadataManager probe(String target) {
+        RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager();
+        m.configure(Map.of(RlmmdConfig.TARGET, target, RlmmdConfig.CALL_TIMEOUT_MS, "2000", "broker.id", "99"));
+        return m;
+    }
+
     /** The database down: rlmmd cannot answer CaughtUp, isReady is false, copies pause; back: copying resumes. */
     @Test
     @Order(4)
@@ -356,7 +356,7 @@ class KafkaTieredStorageIT {
         int leader = leader();
         long before = copiedUpTo();
         org.apache.kafka.common.TopicIdPartition tip = new org.apache.kafka.common.TopicIdPartition(topicId, TP);
-        try (RlmmdRemoteLogMetadataManager probe = RlmmdPluginIT.plugin(rlmmds.get(leader).target(), 2000)) {
+        try (RlmmdRemoteLogMetadataManager probe = probe(rlmmds.get(leader).target())) {
             Fixture.await("the leader's rlmmd caught up", () -> probe.isReady(tip));
             pg.stop();
             try {
@@ -379,7 +379,7 @@ class KafkaTieredStorageIT {
     void brokerRestart() throws Exception {
         int leader = leader();
         long before = copiedUpTo();
-        restartBroker(leader);
+        cluster.restartBroker(leader);
         cluster.waitForReadyBrokers();
         produce(BATCH);
         Fixture.await("copying resumes after the restart", () -> copiedUpTo() > before);
@@ -388,20 +388,6 @@ class KafkaTieredStorageIT {
     }
 
     /** A DBA's view: rlmmctl lists and plots the Kafka topic's partition. */
-    /**
-     * KafkaClusterTestKit.restartBroker, which the test kit has from Kafka
-     * 4.3 on; `make kafka-matrix` leaves this step out on older lines.
-     */
-    static void restartBroker(int id) throws Exception {
-        java.lang.reflect.Method restart;
-        try {
-            restart = KafkaClusterTestKit.class.getMethod("restartBroker", int.class, Map.class);
-        } catch (NoSuchMethodException e) {
-            throw new AssertionError("this Kafka's test kit cannot restart a broker (KafkaClusterTestKit.restartBroker is 4.3 on)", e);
-        }
-        restart.invoke(cluster, id, Map.of());
-    }
-
     @Test
     @Order(6)
     void rlmmctl() throws Exception {
