@@ -104,9 +104,10 @@ func answersDiffer(want, got rs.Manager, tp rs.TopicIDPartition) string {
 }
 
 // TestCacheHonestThroughDBARepairs: every way docs/DBA.md lets a DBA
-// change the rows by hand - an UPDATE of a state, a DELETE of a segment, a
-// TRUNCATE, and rlmmctl purge --drop-ids deleting a forgotten segment that a
-// cache has not caught up on - leaves every cache either following within
+// change the rows by hand - the repair functions, an UPDATE of a state, a
+// DELETE of a segment, a TRUNCATE, rlmmctl purge --drop-ids deleting a
+// forgotten segment that a cache has not caught up on, and DML no trigger
+// sees followed by rlmm_resync - leaves every cache either following within
 // its poll interval (or at the notification) or answering CaughtUp false.
 func TestCacheHonestThroughDBARepairs(t *testing.T) {
 	t.Parallel()
@@ -119,6 +120,38 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 	}{
 		{"update a state", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
 			execSQL(t, admin, `UPDATE rlmm_segments SET state = 2 WHERE segment_id = $1`, segs[1].SegmentID.ID)
+		}},
+		{"rlmm_set_segment_state", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `SELECT rlmm_set_segment_state($1, 'delete_started')`, segs[1].SegmentID.ID)
+		}},
+		{"rlmm_set_segment_state finishes a copy", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			s := segment(tp, 300, 399, map[rs.LeaderEpoch]int64{0: 300, 1: 350})
+			require.NoError(t, a.AddRemoteLogSegmentMetadata(t.Context(), s))
+			execSQL(t, admin, `SELECT rlmm_set_segment_state($1, 'copy_finished')`, s.SegmentID.ID)
+		}},
+		{"rlmm_set_partition_delete_state", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			for _, st := range []string{"delete_marked", "delete_started", "delete_finished"} {
+				execSQL(t, admin, `SELECT rlmm_set_partition_delete_state($1, $2, $3)`, tp.TopicID, tp.Partition, st)
+			}
+		}},
+		{"raw DML with the triggers off, then rlmm_resync", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
+			// A superuser's DML that no trigger sees: nothing tells the
+			// caches, until the resync.
+			tx, err := admin.Begin(t.Context())
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(t.Context()) }()
+			for _, sql := range []string{
+				`SET LOCAL session_replication_role = replica`,
+				`DELETE FROM rlmm_segment_epochs WHERE segment_id = '` + segs[2].SegmentID.ID.String() + `'`,
+				`DELETE FROM rlmm_segments WHERE segment_id = '` + segs[2].SegmentID.ID.String() + `'`,
+				`UPDATE rlmm_segments SET state = 2 WHERE segment_id = '` + segs[0].SegmentID.ID.String() + `'`,
+				`UPDATE rlmm_segment_epochs SET state = 2 WHERE segment_id = '` + segs[0].SegmentID.ID.String() + `'`,
+			} {
+				_, err := tx.Exec(t.Context(), sql)
+				require.NoError(t, err, sql)
+			}
+			require.NoError(t, tx.Commit(t.Context()))
+			execSQL(t, admin, `SELECT rlmm_resync()`)
 		}},
 		{"delete a segment", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
 			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE segment_id = $1`, segs[1].SegmentID.ID)
@@ -182,9 +215,15 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 			tc.repair(t, admin, a, f, tp, segs)
 			f.requireHonest(t, tc.name, a, tp)
 
-			// And the caches keep following the brokers' writes.
-			writeFinished(t, a, tp, 2000, 2099)
-			f.requireHonest(t, tc.name+", then a write", a, tp)
+			// And the caches keep following the brokers' writes, to a
+			// partition the repair did not delete.
+			var deleting bool
+			require.NoError(t, admin.QueryRow(ctx, `SELECT delete_state IS NOT NULL FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2`,
+				tp.TopicID, tp.Partition).Scan(&deleting))
+			if !deleting {
+				writeFinished(t, a, tp, 2000, 2099)
+				f.requireHonest(t, tc.name+", then a write", a, tp)
+			}
 		})
 	}
 }

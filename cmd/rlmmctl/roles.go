@@ -24,7 +24,8 @@ func (a *app) rolesCommand() *cobra.Command {
 	cmd := groupCommand("roles", "Print the SQL of the least-privilege roles",
 		`Least-privilege roles for the remotestorage schema: an owner role that owns
 the tables and runs the migrations, an application role with only the DML
-brokers need, and a read-only role for DBAs and dashboards.`)
+brokers need, a read-only role for dashboards, and a role for people (DBAs)
+who read everything and repair through the repair functions.`)
 	cmd.AddCommand(a.rolesSQLCommand())
 	return cmd
 }
@@ -33,8 +34,8 @@ func (a *app) rolesSQLCommand() *cobra.Command {
 	var prefix, schema string
 	cmd := &cobra.Command{
 		Use:   "sql",
-		Short: "Print the SQL that creates the owner, application and read-only roles",
-		Long: `Print SQL that creates three group roles (NOLOGIN) and grants them what they
+		Short: "Print the SQL that creates the owner, application, read-only and DBA roles",
+		Long: `Print SQL that creates four group roles (NOLOGIN) and grants them what they
 need on the remotestorage tables of one schema. No database is needed.
 
   <prefix>owner     owns the tables and runs the migrations: CREATE on the
@@ -50,7 +51,12 @@ need on the remotestorage tables of one schema. No database is needed.
                     ALTER or DROP, and no sequence. Enough for
                     remotestorage.Migrate at a broker's start: on a schema
                     that is up to date it only reads.
-  <prefix>readonly  SELECT on the tables and views, for DBAs and dashboards.
+  <prefix>readonly  SELECT on the tables and views, for dashboards.
+  <prefix>dba       what people log in as: everything readonly has, and
+                    EXECUTE on the repair functions (rlmm_set_segment_state,
+                    rlmm_set_partition_delete_state, rlmm_resync; see
+                    docs/DBA.md), which run as the owner. No INSERT,
+                    UPDATE, DELETE or TRUNCATE of its own.
 
 Run the SQL as a superuser in the database of the remotestorage tables,
 before the first migration and again after each one: it is idempotent, hands
@@ -64,6 +70,7 @@ members, for example:
   ALTER ROLE rlmm_migrator SET role = 'rlmm_owner';  -- tables owned by rlmm_owner
   CREATE ROLE broker1 LOGIN PASSWORD '…' IN ROLE rlmm_app;
   CREATE ROLE grafana LOGIN PASSWORD '…' IN ROLE rlmm_readonly;
+  CREATE ROLE alice LOGIN PASSWORD '…' IN ROLE rlmm_dba;
 
   rlmmctl roles sql > roles.sql
   psql -v ON_ERROR_STOP=1 -f roles.sql "$DATABASE_URL"`,
@@ -88,10 +95,10 @@ members, for example:
 func writeRolesSQL(w io.Writer, prefix, schema string) error {
 	q := func(name string) string { return pgx.Identifier{name}.Sanitize() }
 	lit := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-	owner, app, readonly := prefix+"owner", prefix+"app", prefix+"readonly"
+	owner, app, readonly, dba := prefix+"owner", prefix+"app", prefix+"readonly", prefix+"dba"
 	r := strings.NewReplacer(
-		"{owner}", q(owner), "{app}", q(app), "{readonly}", q(readonly), "{schema}", q(schema),
-		"{owner_lit}", lit(owner), "{app_lit}", lit(app), "{readonly_lit}", lit(readonly), "{schema_lit}", lit(schema),
+		"{owner}", q(owner), "{app}", q(app), "{readonly}", q(readonly), "{dba}", q(dba), "{schema}", q(schema),
+		"{owner_lit}", lit(owner), "{app_lit}", lit(app), "{readonly_lit}", lit(readonly), "{dba_lit}", lit(dba), "{schema_lit}", lit(schema),
 		"{version_table_lit}", lit(migrations.VersionTable),
 	)
 	_, err := io.WriteString(w, r.Replace(rolesSQL))
@@ -113,8 +120,14 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {readonly_lit}) THEN
         CREATE ROLE {readonly} NOLOGIN;
     END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {dba_lit}) THEN
+        CREATE ROLE {dba} NOLOGIN;
+    END IF;
 END
 $roles$;
+
+-- People read what dashboards read, and repair through the functions.
+GRANT {readonly} TO {dba};
 
 -- The owner creates the tables (goose, rlmmctl migrate up); the others
 -- only use them.
@@ -168,10 +181,16 @@ BEGIN
         EXECUTE format('GRANT SELECT ON SEQUENCE %I.%I TO %I', {schema_lit}, t.relname, {readonly_lit});
     END LOOP;
     FOR t IN
-        SELECT p.oid::regprocedure AS fn FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        SELECT p.oid::regprocedure AS fn, p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
         WHERE n.nspname = {schema_lit} AND p.proname LIKE 'rlmm\_%'
     LOOP
         EXECUTE format('ALTER FUNCTION %s OWNER TO %I', t.fn, {owner_lit});
+        -- The repair functions run as the owner (SECURITY DEFINER): only
+        -- the DBA role may call them.
+        IF t.proname IN ('rlmm_set_segment_state', 'rlmm_set_partition_delete_state', 'rlmm_resync') THEN
+            EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC, %I, %I', t.fn, {app_lit}, {readonly_lit});
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', t.fn, {dba_lit});
+        END IF;
     END LOOP;
 END
 $existing$;

@@ -24,7 +24,8 @@ import (
 
 // TestRolesSQL applies the printed roles script to a fresh database, then
 // migrates as a member of the owner role, runs a PgManager as a member of
-// the application role, and checks what each role may not do.
+// the application role, repairs as a member of the DBA role, and checks
+// what each role may not do.
 func TestRolesSQL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -40,7 +41,7 @@ func TestRolesSQL(t *testing.T) {
 	admin, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer admin.Close(ctx)
-	logins := map[string]string{"migrator": prefix + "owner", "broker": prefix + "app", "dashboard": prefix + "readonly"}
+	logins := map[string]string{"migrator": prefix + "owner", "broker": prefix + "app", "dashboard": prefix + "readonly", "person": prefix + "dba"}
 	t.Cleanup(func() {
 		conn, err := pgx.Connect(ctx, dsn)
 		require.NoError(t, err)
@@ -49,7 +50,7 @@ func TestRolesSQL(t *testing.T) {
 			_, err := conn.Exec(ctx, "DROP OWNED BY "+prefix+login+"; DROP ROLE IF EXISTS "+prefix+login)
 			require.NoError(t, err)
 		}
-		for _, group := range []string{"owner", "app", "readonly"} {
+		for _, group := range []string{"dba", "owner", "app", "readonly"} {
 			_, err := conn.Exec(ctx, "DROP OWNED BY "+prefix+group+"; DROP ROLE IF EXISTS "+prefix+group)
 			require.NoError(t, err)
 		}
@@ -74,7 +75,7 @@ func TestRolesSQL(t *testing.T) {
 		t.Cleanup(pool.Close)
 		return pool
 	}
-	migrator, broker, dashboard := as("migrator"), as("broker"), as("dashboard")
+	migrator, broker, dashboard, person := as("migrator"), as("broker"), as("dashboard"), as("person")
 
 	require.NoError(t, remotestorage.Migrate(ctx, migrator))
 	_, err = admin.Exec(ctx, script) // after migrating, as the help says
@@ -209,6 +210,35 @@ func TestRolesSQL(t *testing.T) {
 	require.False(t, remotestorage.OutcomeUnknown(err), "a refused privilege applies nothing")
 	for _, sql := range []string{"UPDATE rlmm_segments SET broker_id = 1", "DELETE FROM rlmm_partitions", "TRUNCATE rlmm_segments CASCADE", "DROP TABLE rlmm_segments"} {
 		denied(dashboard, sql)
+	}
+
+	// A person reads, and repairs through the functions only.
+	require.NoError(t, person.QueryRow(ctx, "SELECT count(*) FROM rlmm_segments_v").Scan(&n))
+	require.Equal(t, 1, n)
+	var version int64
+	require.NoError(t, person.QueryRow(ctx, "SELECT rlmm_set_segment_state($1, 'delete_started')", seg.SegmentID.ID).Scan(&version))
+	got, err := m.ListRemoteLogSegments(ctx, tp)
+	require.NoError(t, err)
+	require.Equal(t, remotestorage.DeleteSegmentStarted, got[0].State, "the person's repair")
+	require.NoError(t, person.QueryRow(ctx, "SELECT rlmm_set_partition_delete_state($1, 0, 'delete_started')", tp.TopicID).Scan(&version))
+	require.NoError(t, person.QueryRow(ctx, "SELECT rlmm_resync()").Scan(&version))
+	for _, sql := range []string{
+		"UPDATE rlmm_segments SET state = 3",
+		"INSERT INTO rlmm_data_generation (id, generation) VALUES (1, 1)",
+		"DELETE FROM rlmm_segments",
+		"TRUNCATE rlmm_segments CASCADE",
+		"UPDATE rlmm_partitions SET delete_state = 2",
+	} {
+		denied(person, sql)
+	}
+	for _, pool := range []*pgxpool.Pool{broker, dashboard} {
+		for _, sql := range []string{
+			"SELECT rlmm_set_segment_state('" + seg.SegmentID.ID.String() + "', 'delete_finished')",
+			"SELECT rlmm_set_partition_delete_state('" + tp.TopicID.String() + "', 0, 'delete_finished')",
+			"SELECT rlmm_resync()",
+		} {
+			denied(pool, sql)
+		}
 	}
 }
 

@@ -1,13 +1,13 @@
 package main
 
 // setstate.go: the legal way to repair a state by hand. `segments
-// set-state` and `partitions set-delete-state` write through the library
-// (UpdateRemoteLogSegmentMetadata, PutRemotePartitionDeleteMetadata), so a
-// repair is checked against statemachine.go and does everything a broker's
-// write does: the epoch rows follow, the partition's version is bumped, and
-// the brokers' caches are notified. The database's guard triggers (see
-// schema.sql) refuse a plain UPDATE that leaves the state machines, and their
-// error names these commands.
+// set-state` and `partitions set-delete-state` call the database's repair
+// functions (rlmm_set_segment_state, rlmm_set_partition_delete_state;
+// migrations/00017), which a DBA may call from psql too: a repair is checked
+// against the transition tables that copy statemachine.go and does
+// everything a broker's write does: the epoch rows follow, the partition's
+// version is bumped, and the brokers' caches are notified. They need the
+// DBA role's EXECUTE (rlmmctl roles sql), not write access to the tables.
 
 import (
 	"errors"
@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/krabka/remotestorage"
@@ -46,11 +48,11 @@ func (a *app) segmentsSetStateCommand() *cobra.Command {
 	var eventTimeMs int64
 	cmd := &cobra.Command{
 		Use:   "set-state SEGMENT_ID STATE",
-		Short: "Move a segment to a state through the library: the legal manual repair",
-		Long: `Move one segment to STATE as a broker would, through the library's
-UpdateRemoteLogSegmentMetadata: the transition is checked against the
-segment state machine, and on success the segment's epoch rows, the
-partition's version and the brokers' caches follow, in one statement.
+		Short: "Move a segment to a state through the repair function: the legal manual repair",
+		Long: `Move one segment to STATE as a broker would, through the database's repair
+function rlmm_set_segment_state (docs/DBA.md): the transition is checked
+against the segment state machine, and on success the segment's epoch rows,
+the partition's version and the brokers' caches follow, in one call.
 
 STATE is COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED or
 DELETE_SEGMENT_FINISHED (also as 1, 2, 3, or without the _SEGMENT part:
@@ -60,7 +62,7 @@ copy_finished). The allowed transitions:
   COPY_SEGMENT_FINISHED  -> DELETE_SEGMENT_STARTED
   DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED
 
-and a segment's current state again (an idempotent retry). Nothing moves
+and a segment's current state again, which changes nothing. Nothing moves
 back to COPY_SEGMENT_STARTED.
 
 The write is recorded with --broker-id (default -1: an operator) and
@@ -87,6 +89,8 @@ write failed; 3 when no segment has that id, or its partition was deleted.
 			if !cmd.Flags().Changed("event-time-ms") {
 				eventTimeMs = time.Now().UnixMilli()
 			}
+			// The manager is opened for its schema check: the function
+			// exists from schema 17 on.
 			pool, m, err := a.openManager(ctx)
 			if err != nil {
 				return err
@@ -94,9 +98,6 @@ write failed; 3 when no segment has that id, or its partition was deleted.
 			defer pool.Close()
 			defer m.Close()
 
-			// The library addresses a segment by its partition too.
-			segID := remotestorage.RemoteLogSegmentID{ID: id}
-			tp := &segID.TopicIDPartition
 			loc, err := queries.SegmentLocate(ctx, pool, id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFoundErrorf("segment %s not found", id)
@@ -104,24 +105,15 @@ write failed; 3 when no segment has that id, or its partition was deleted.
 			if err != nil {
 				return fmt.Errorf("read segment %s: %w", id, err)
 			}
-			tp.TopicID, tp.Topic, tp.Partition = loc.TopicID, loc.Topic, loc.Partition
+			tp := remotestorage.TopicIDPartition{TopicID: loc.TopicID, Topic: loc.Topic, Partition: loc.Partition}
 			from := remotestorage.RemoteLogSegmentState(loc.State)
-
-			err = m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{
-				SegmentID: segID, State: state, BrokerID: brokerID, EventTimestampMs: eventTimeMs,
-			})
-			switch {
-			case errors.Is(err, remotestorage.ErrSegmentNotFound):
-				return &exitError{code: exitNotFound, err: fmt.Errorf("%w (the segment is forgotten: its partition's delete finished)", err)}
-			case errors.Is(err, remotestorage.ErrInvalidSegmentTransition):
-				return fmt.Errorf("%w; %s", err, segmentTargets(from))
-			case err != nil:
-				return err
+			if _, err := pool.Exec(ctx, `SELECT rlmm_set_segment_state($1, $2, $3, $4)`, id, state.String(), brokerID, eventTimeMs); err != nil {
+				return repairError("segment state transition", err)
 			}
 			if from == state {
-				fmt.Fprintf(a.stdout, "segment %s of %s: already %s (written again as an idempotent retry)\n", id, partitionLabel(*tp), state)
+				fmt.Fprintf(a.stdout, "segment %s of %s: already %s\n", id, partitionLabel(tp), state)
 			} else {
-				fmt.Fprintf(a.stdout, "segment %s of %s: %s -> %s\n", id, partitionLabel(*tp), from, state)
+				fmt.Fprintf(a.stdout, "segment %s of %s: %s -> %s\n", id, partitionLabel(tp), from, state)
 			}
 			return nil
 		},
@@ -131,18 +123,21 @@ write failed; 3 when no segment has that id, or its partition was deleted.
 	return cmd
 }
 
-// segmentTargets says where a segment in state from may go.
-func segmentTargets(from remotestorage.RemoteLogSegmentState) string {
-	var to []string
-	for s := remotestorage.CopySegmentStarted; s.Valid(); s++ {
-		if s != from && remotestorage.SegmentTransitionAllowed(from, s) {
-			to = append(to, s.String())
-		}
+// repairError is the exit of a repair function's refusal: the function's
+// message, after what was refused; exit 3 when what it names does not
+// exist (or is forgotten), 1 otherwise.
+func repairError(what string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
 	}
-	if len(to) == 0 {
-		return fmt.Sprintf("a segment in %s never changes state again", from)
+	switch pgErr.Code {
+	case pgerrcode.NoDataFound:
+		return notFoundErrorf("%s", pgErr.Message)
+	case pgerrcode.CheckViolation:
+		return fmt.Errorf("invalid %s: %s", what, pgErr.Message)
 	}
-	return fmt.Sprintf("from %s a segment may only move to %s", from, strings.Join(to, " or "))
+	return err
 }
 
 func (a *app) partitionsSetDeleteStateCommand() *cobra.Command {
@@ -151,12 +146,13 @@ func (a *app) partitionsSetDeleteStateCommand() *cobra.Command {
 	var eventTimeMs int64
 	cmd := &cobra.Command{
 		Use:   "set-delete-state --topic-id ID --partition N STATE",
-		Short: "Move a partition's delete state through the library: the legal manual repair",
-		Long: `Record a partition-delete state as a broker would, through the library's
-PutRemotePartitionDeleteMetadata: the transition is checked against the
-partition-delete state machine (none -> DELETE_PARTITION_MARKED ->
-DELETE_PARTITION_STARTED -> DELETE_PARTITION_FINISHED, or the current state
-again), and on success the partition's version and the brokers' caches
+		Short: "Move a partition's delete state through the repair function: the legal manual repair",
+		Long: `Record a partition-delete state as a broker would, through the database's
+repair function rlmm_set_partition_delete_state (docs/DBA.md): the
+transition is checked against the partition-delete state machine (none ->
+DELETE_PARTITION_MARKED -> DELETE_PARTITION_STARTED ->
+DELETE_PARTITION_FINISHED, or the current state again, which changes
+nothing), and on success the partition's version and the brokers' caches
 follow. At DELETE_PARTITION_FINISHED every segment of the partition is
 forgotten.
 
@@ -188,7 +184,7 @@ heard of the partition.
 				return err
 			}
 			defer op.Close()
-			pool, m, tp := op.pool, op.m, op.tp
+			pool, tp := op.pool, op.tp
 			current, err := queries.PartitionDeleteState(ctx, pool, ctldb.PartitionDeleteStateParams{TopicID: tp.TopicID, Partition: tp.Partition})
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFoundErrorf("no partition %s in the store: nothing to repair", partitionLabel(tp))
@@ -201,17 +197,12 @@ heard of the partition.
 				from = remotestorage.RemotePartitionDeleteState(*current)
 			}
 
-			err = m.PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{
-				TopicIDPartition: tp, State: state, BrokerID: brokerID, EventTimestampMs: eventTimeMs,
-			})
-			if errors.Is(err, remotestorage.ErrInvalidPartitionDeleteTransition) {
-				return fmt.Errorf("%w; %s", err, partitionDeleteTargets(from, hasFrom))
-			}
-			if err != nil {
-				return err
+			if _, err := pool.Exec(ctx, `SELECT rlmm_set_partition_delete_state($1, $2, $3, $4, $5)`,
+				tp.TopicID, tp.Partition, state.String(), brokerID, eventTimeMs); err != nil {
+				return repairError("partition delete state transition", err)
 			}
 			if hasFrom && from == state {
-				fmt.Fprintf(a.stdout, "partition %s: already %s (written again as an idempotent retry)\n", partitionLabel(tp), state)
+				fmt.Fprintf(a.stdout, "partition %s: already %s\n", partitionLabel(tp), state)
 			} else {
 				fmt.Fprintf(a.stdout, "partition %s: delete state %s -> %s\n", partitionLabel(tp), from, state)
 			}
@@ -240,18 +231,4 @@ func parsePartitionDeleteState(s string) (remotestorage.RemotePartitionDeleteSta
 		}
 	}
 	return 0, usageErrorf("state %q: want DELETE_PARTITION_MARKED, DELETE_PARTITION_STARTED or DELETE_PARTITION_FINISHED", s)
-}
-
-// partitionDeleteTargets says where a partition's delete state may go.
-func partitionDeleteTargets(from remotestorage.RemotePartitionDeleteState, hasFrom bool) string {
-	var to []string
-	for s := remotestorage.DeletePartitionMarked; s.Valid(); s++ {
-		if (!hasFrom || s != from) && remotestorage.PartitionDeleteTransitionAllowed(from, hasFrom, s) {
-			to = append(to, s.String())
-		}
-	}
-	if len(to) == 0 {
-		return fmt.Sprintf("a partition in %s never changes delete state again", from)
-	}
-	return fmt.Sprintf("from %s a partition may only move to %s", from, strings.Join(to, " or "))
 }
