@@ -17,7 +17,7 @@ import (
 
 // SchemaVersion is the schema version this code expects: the number of the
 // newest embedded migration (a test fails when they differ).
-const SchemaVersion int64 = 17
+const SchemaVersion int64 = 18
 
 // Migrate applies the embedded goose migrations to the database (in the
 // first schema of the connection's search_path). It is idempotent, and

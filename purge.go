@@ -78,9 +78,11 @@ func (o options) batchSize() int32 {
 // segments are gone, so that adds to it work again. Returns the number of
 // segments deleted. The age is measured on the database's clock.
 //
-// Each batch is one statement that locks its rows with SKIP LOCKED: several
-// managers may purge at once, none deletes what another already did, and
-// none waits on another (or on a broker's write); a row one of them skipped
+// Each round is one call of rlmm_purge_round (migrations/00018, which DBAs
+// call from psql too), bounded by the batch size, that locks its rows with
+// SKIP LOCKED: several managers may purge at once, none deletes what
+// another already did, and none waits on another (or on a broker's write);
+// a row one of them skipped
 // is purged by the one holding it, or by the next purge. Purging changes no
 // query's answer. A purged segment's id may be added again.
 //
@@ -93,35 +95,30 @@ func (m *PgManager) PurgeForgotten(ctx context.Context, olderThan time.Duration)
 	batch := m.opts.batchSize()
 	var total int64
 	for {
-		segments, err := m.queries.PurgeForgottenSegments(ctx, m.pool, db.PurgeForgottenSegmentsParams{OlderThanUs: olderThanUs, BatchSize: batch})
+		r, err := m.queries.PurgeRound(ctx, m.pool, db.PurgeRoundParams{OlderThanUs: olderThanUs, BatchSize: batch})
 		if err != nil {
-			return total, ioError(ctx, err, "purge forgotten segments (%d purged before)", total)
+			return total, ioError(ctx, err, "purge (%d segments purged before)", total)
 		}
-		m.purged.Add(segments)
-		total += segments
-		ofDeleted, err := m.queries.PurgeDeletedPartitionSegments(ctx, m.pool, db.PurgeDeletedPartitionSegmentsParams{OlderThanUs: olderThanUs, BatchSize: batch})
-		if err != nil {
-			return total, ioError(ctx, err, "purge the segments of deleted partitions (%d purged before)", total)
-		}
-		m.purged.Add(ofDeleted)
-		total += ofDeleted
-		cleared, err := m.queries.PurgeDeletedPartitions(ctx, m.pool, db.PurgeDeletedPartitionsParams{OlderThanUs: olderThanUs, BatchSize: batch})
-		if err != nil {
-			return total, ioError(ctx, err, "purge deleted partitions (%d segments purged before)", total)
-		}
-		for _, p := range cleared {
-			// The partition's version moved: tell the caches.
-			tp := TopicIDPartition{TopicID: uuid.UUID(p.TopicID), Topic: p.Topic, Partition: p.Partition}
-			m.committed(tp, p.Version, func(mp *memPartition) {
-				mp.deleteState, mp.deleteVersion = partitionDeleteNone, p.Version
-				clear(mp.segments)
-				clear(mp.epochEnds)
-			})
+		m.purged.Add(r.Segments)
+		total += r.Segments
+		if m.cache != nil {
+			// Partitions whose delete record the round took: their
+			// version moved, and the round notified it; this manager's
+			// cache applies it at once.
+			for i, id := range r.TopicIds {
+				tp := TopicIDPartition{TopicID: uuid.UUID(id), Topic: r.Topics[i], Partition: r.Partitions[i]}
+				version := r.Versions[i]
+				m.cache.applied(tp, version, func(mp *memPartition) {
+					mp.deleteState, mp.deleteVersion = partitionDeleteNone, version
+					clear(mp.segments)
+					clear(mp.epochEnds)
+				})
+			}
 		}
 		// Stop when a round found nothing: a batch that deleted fewer than
 		// it may have skipped rows another purge holds, and that purge
 		// goes on.
-		if segments == 0 && ofDeleted == 0 && len(cleared) == 0 {
+		if r.Segments == 0 && len(r.TopicIds) == 0 {
 			return total, nil
 		}
 	}

@@ -165,3 +165,49 @@ func TestResyncFunction(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPurgeFunction: rlmm_purge is one round of the brokers' purge, from
+// psql: forgotten segments go, a deleted partition's record is taken, and
+// a bad argument is refused.
+func TestPurgeFunction(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t, pgtest.NewDatabase(t), 0, false)
+	m := newManager(t, pool)
+	live, deleted := testTP(0), testTP(1)
+	kept := writeFinished(t, m, live, 0, 99)
+	gone := writeFinished(t, m, live, 100, 199)
+	for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(gone, st)))
+	}
+	writeFinished(t, m, deleted, 0, 99)
+	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleted, State: st}))
+	}
+
+	var n int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT rlmm_purge('1 hour')`).Scan(&n))
+	require.Zero(t, n, "nothing forgotten for an hour yet")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT rlmm_purge('0', 1)`).Scan(&n))
+	require.Equal(t, int64(3), n, "a batch of 1 of each: the forgotten segment, the deleted partition's segment, then its record")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT rlmm_purge('0')`).Scan(&n))
+	require.Zero(t, n)
+
+	var segments []string
+	rows, err := pool.Query(ctx, `SELECT segment_id::text FROM rlmm_segments ORDER BY segment_id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		segments = append(segments, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{kept.SegmentID.ID.String()}, segments)
+	// The deleted partition takes adds again.
+	writeFinished(t, m, deleted, 500, 599)
+
+	for _, sql := range []string{`SELECT rlmm_purge('-1 second')`, `SELECT rlmm_purge('0', 0)`, `SELECT rlmm_purge(NULL)`} {
+		_, err := pool.Exec(ctx, sql)
+		requirePgError(t, err, pgerrcode.InvalidParameterValue, "older_than must be 0 or more, batch_size 1 or more")
+	}
+}

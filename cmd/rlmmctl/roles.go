@@ -45,17 +45,18 @@ need on the remotestorage tables of one schema. No database is needed.
                     and view; INSERT and UPDATE on rlmm_partitions,
                     rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends and
                     rlmm_data_generation; DELETE on rlmm_segments,
-                    rlmm_segment_epochs and rlmm_epoch_ends, for purging
-                    forgotten segments (PgManager purges in the background,
-                    and "rlmmctl purge" runs the same code). No TRUNCATE,
+                    rlmm_segment_epochs and rlmm_epoch_ends, for the purge
+                    of code before schema 18; EXECUTE on rlmm_purge_round,
+                    the purge of today's (PgManager purges in the
+                    background, and "rlmmctl purge" runs the same code). No TRUNCATE,
                     ALTER or DROP, and no sequence. Enough for
                     remotestorage.Migrate at a broker's start: on a schema
                     that is up to date it only reads.
   <prefix>readonly  SELECT on the tables and views, for dashboards.
   <prefix>dba       what people log in as: everything readonly has, and
                     EXECUTE on the repair functions (rlmm_set_segment_state,
-                    rlmm_set_partition_delete_state, rlmm_resync; see
-                    docs/DBA.md), which run as the owner. No INSERT,
+                    rlmm_set_partition_delete_state, rlmm_resync,
+                    rlmm_purge; see docs/DBA.md), which run as the owner. No INSERT,
                     UPDATE, DELETE or TRUNCATE of its own.
 
 Run the SQL as a superuser in the database of the remotestorage tables,
@@ -186,10 +187,13 @@ BEGIN
     LOOP
         EXECUTE format('ALTER FUNCTION %s OWNER TO %I', t.fn, {owner_lit});
         -- The repair functions run as the owner (SECURITY DEFINER): only
-        -- the DBA role may call them.
-        IF t.proname IN ('rlmm_set_segment_state', 'rlmm_set_partition_delete_state', 'rlmm_resync') THEN
+        -- the DBA role may call them, and brokers the purge's round.
+        IF t.proname IN ('rlmm_set_segment_state', 'rlmm_set_partition_delete_state', 'rlmm_resync', 'rlmm_purge', 'rlmm_purge_round') THEN
             EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC, %I, %I', t.fn, {app_lit}, {readonly_lit});
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', t.fn, {dba_lit});
+        END IF;
+        IF t.proname = 'rlmm_purge_round' THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', t.fn, {app_lit});
         END IF;
     END LOOP;
 END

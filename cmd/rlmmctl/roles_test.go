@@ -222,6 +222,7 @@ func TestRolesSQL(t *testing.T) {
 	require.Equal(t, remotestorage.DeleteSegmentStarted, got[0].State, "the person's repair")
 	require.NoError(t, person.QueryRow(ctx, "SELECT rlmm_set_partition_delete_state($1, 0, 'delete_started')", tp.TopicID).Scan(&version))
 	require.NoError(t, person.QueryRow(ctx, "SELECT rlmm_resync()").Scan(&version))
+	require.NoError(t, person.QueryRow(ctx, "SELECT rlmm_purge('0')").Scan(&version))
 	for _, sql := range []string{
 		"UPDATE rlmm_segments SET state = 3",
 		"INSERT INTO rlmm_data_generation (id, generation) VALUES (1, 1)",
@@ -240,6 +241,8 @@ func TestRolesSQL(t *testing.T) {
 			denied(pool, sql)
 		}
 	}
+	denied(dashboard, "SELECT * FROM rlmm_purge_round('0', 10)")
+	denied(broker, "SELECT rlmm_purge('0')")
 }
 
 // readmeBrokerGrants is the SQL block of the README's "Database roles".
