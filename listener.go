@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,4 +74,98 @@ func (c *pgCache) probeListener(ctx context.Context, conn *pgconn.PgConn) {
 	logger.LogAttrs(ctx, slog.LevelWarn, listenerWarning,
 		slog.String("host", conn.Conn().RemoteAddr().String()),
 		slog.Duration("waited", time.Since(start)), slog.Any("error", err))
+}
+
+// listen keeps a connection listening on notifyChannel, reconnecting with
+// backoff, and wakes the followers of the partitions notified. After each
+// (re)connect every partition catches up, for what was missed meanwhile.
+// It logs when it stops listening and when it listens again, not each
+// failed attempt in between: meanwhile queries keep answering from the
+// cache, and the version poll and CaughtUp keep it honest.
+func (c *pgCache) listen() {
+	backoff := newBackoff()
+	failed := 0 // attempts since the listener last listened
+	listening := func() {
+		if failed > 0 {
+			c.m.logInfo("the cache's listener listens again", "failed_attempts", failed)
+		}
+		failed = 0
+		backoff.reset()
+	}
+	for c.ctx.Err() == nil {
+		err := c.listenOnce(listening)
+		if c.ctx.Err() != nil {
+			return
+		}
+		if failed == 0 {
+			c.m.logWarn("the cache's listener is not listening; it retries with backoff, and until then the cache catches up by its version poll and CaughtUp", "error", err)
+		}
+		failed++
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(backoff.next()):
+		}
+	}
+}
+
+// listenOnce connects and listens until the connection fails, calling
+// listening once the LISTEN holds.
+func (c *pgCache) listenOnce(listening func()) error {
+	connect := pgx.ConnectConfig // WithListenerConnConfig: straight to its server
+	if c.m.opts.listenerConnConfig == nil {
+		connect = func(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+			return connectLikePool(ctx, c.m.pool, cfg)
+		}
+	}
+	conn, err := connect(c.ctx, c.listenerConnConfig())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(c.ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	defer c.test.listening.Store(false)
+	c.mu.Lock()
+	c.test.listening.Store(true)
+	for _, cp := range c.partitions {
+		cp.wake()
+	}
+	c.mu.Unlock()
+	c.test.Listening.Signal(int(c.test.connections.Add(1)))
+	listening()
+	for {
+		n, err := conn.WaitForNotification(c.ctx)
+		if err != nil {
+			return err
+		}
+		c.test.Heard.Signal(n.Payload)
+		if c.test.dropNotifications.Load() {
+			continue
+		}
+		if strings.HasPrefix(n.Payload, resetNotificationPrefix) {
+			// The data's generation moved (a TRUNCATE): every partition
+			// checks, and reloads.
+			c.mu.RLock()
+			for _, cp := range c.partitions {
+				cp.wake()
+			}
+			c.mu.RUnlock()
+			continue
+		}
+		key, version, ok := parseNotification(n.Payload)
+		if !ok {
+			continue
+		}
+		// A partition that reloads wakes whatever the version: the reload
+		// follows a reset of the data (the partition's row deleted, its
+		// versions numbered from 1 again), so a notification below the
+		// version cached before the reset may be one its snapshot missed.
+		c.mu.RLock()
+		if cp := c.partitions[key]; cp != nil && (cp.data == nil || cp.reloading || cp.data.version < version) {
+			cp.wake()
+		}
+		c.mu.RUnlock()
+	}
 }
