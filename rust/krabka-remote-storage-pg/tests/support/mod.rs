@@ -220,6 +220,16 @@ impl Rlmmd {
         self.child = Some(child);
     }
 
+    /// Sends `signal` (a name `kill` takes: STOP, CONT, TERM) to it.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("rlmmd is running").id();
+        let st = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(st.success(), "kill -{signal} {pid}");
+    }
+
     /// SIGKILL: no graceful stop.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -231,6 +241,7 @@ impl Rlmmd {
 
 impl Drop for Rlmmd {
     fn drop(&mut self) {
+        // A stopped process dies of SIGKILL too.
         self.kill();
     }
 }
