@@ -169,6 +169,17 @@ impl Rlmmd {
         Self::with_target(dsn, format!("127.0.0.1:{}", free_port()))
     }
 
+    /// An rlmmd on a free loopback port with `extra` flags (TLS), serving.
+    pub fn tcp_with(dsn: &str, extra: &[&str]) -> Self {
+        let mut d = Self {
+            target: format!("127.0.0.1:{}", free_port()),
+            dsn: dsn.to_owned(),
+            child: None,
+        };
+        d.start(extra);
+        d
+    }
+
     fn with_target(dsn: &str, target: String) -> Self {
         let mut d = Self {
             target,
