@@ -57,6 +57,7 @@ fn multi_thread_runtime(workers: usize) -> tokio::runtime::Runtime {
 fn from_a_plain_thread() {
     let d = Rlmmd::unix(&shared_postgres().database());
     let rlmm = Arc::new(manager(&d.target));
+    rlmm.probe().expect("rlmmd answers the probe");
     let r = Arc::clone(&rlmm);
     std::thread::spawn(move || exercise(r.as_ref()))
         .join()
@@ -158,6 +159,7 @@ fn a_missing_socket_fails_fast_from_every_context() {
     let target = format!("unix:{}.sock", path.display());
     let deadline = Duration::from_secs(2);
     let rlmm = Arc::new(unreachable(&target, deadline));
+    assert!(matches!(rlmm.probe(), Err(RemoteStorageError::Io(_))));
     fails_in_time(rlmm.as_ref(), deadline, false);
     let rt = multi_thread_runtime(1);
     let r = Arc::clone(&rlmm);
