@@ -116,7 +116,9 @@ impl RlmmdRemoteLogMetadataManagerBuilder {
         self
     }
 
-    /// Threads of the manager's own runtime (default 2).
+    /// Threads of the manager's own runtime (default 1: one thread serves
+    /// thousands of calls a second, and a call's tasks then never cross
+    /// threads inside the runtime, which measured faster on two cores).
     #[must_use]
     pub fn worker_threads(mut self, n: usize) -> Self {
         self.worker_threads = n.max(1);
@@ -323,7 +325,7 @@ impl RlmmdRemoteLogMetadataManager {
             tls_ca_file: None,
             tls_identity_files: None,
             tls_domain_name: None,
-            worker_threads: 2,
+            worker_threads: 1,
         }
     }
 
