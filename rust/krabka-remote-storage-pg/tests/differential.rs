@@ -380,3 +380,25 @@ fn rlmmd_answers_as_the_in_memory_reference() {
         );
     }
 }
+
+#[test]
+fn eight_seeds_at_once_through_one_manager() {
+    // Concurrent callers of one manager, each on its own partitions with
+    // its own reference: the manager's calls do not mix up answers.
+    let d = Rlmmd::unix(&shared_postgres().database());
+    let rlmm = std::sync::Arc::new(manager(&d.target));
+    let threads: Vec<_> = (1001..1009)
+        .map(|seed| {
+            let rlmm = std::sync::Arc::clone(&rlmm);
+            std::thread::spawn(move || {
+                run_seed(seed, rlmm.as_ref(), &|leaders, followers| {
+                    rlmm.on_partition_leadership_changes(leaders, followers)
+                        .expect("assignment");
+                });
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a seed");
+    }
+}
