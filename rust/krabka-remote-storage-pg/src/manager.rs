@@ -239,8 +239,8 @@ type Assigned = Arc<Mutex<HashMap<TopicIdPartition, bool>>>;
 /// [`caught_up`](RemoteLogMetadataManager::caught_up) is rlmmd's CaughtUp:
 /// `false` for a partition not assigned through
 /// [`on_partition_leadership_changes`](Self::on_partition_leadership_changes),
-/// [`RemoteStorageError::NotReady`] while rlmmd loads it, `Io` when rlmmd or
-/// its database does not answer. The manager remembers the assignment: when
+/// [`RemoteStorageError::NotReady`] while rlmmd loads it, `Io` when rlmmd
+/// (or, for an assigned partition, its database) does not answer. The manager remembers the assignment: when
 /// rlmmd answers `false` for an assigned partition (it restarted, or the
 /// assignment call failed), `caught_up` sends it again, and a later call
 /// answers `true` once rlmmd has loaded it.
@@ -371,13 +371,14 @@ impl RlmmdRemoteLogMetadataManager {
         })
     }
 
-    /// One CaughtUp of a partition rlmmd consumes no such thing as: `Ok`
-    /// when an rlmmd answers at the target and its database too.
+    /// Checks that an rlmmd answers at the target, as the Kafka plugin's
+    /// configure does: one CaughtUp of a partition no broker is assigned,
+    /// which rlmmd answers from memory without asking its database.
     ///
     /// # Errors
     ///
-    /// [`RemoteStorageError::Io`] when no rlmmd answers or its database
-    /// does not; [`RemoteStorageError::Backend`] when the server there is
+    /// [`RemoteStorageError::Io`] when no rlmmd answers within the call
+    /// deadline; [`RemoteStorageError::Backend`] when the server there is
     /// not rlmmd (UNIMPLEMENTED).
     pub fn probe(&self) -> Result<(), RemoteStorageError> {
         let tp = probe_tp();

@@ -249,6 +249,8 @@ fn postgres_restarted() {
         let e = r.expect_err(what);
         assert!(matches!(e, RemoteStorageError::Io(_)), "{what}: {e:?}");
     }
+    // A partition not assigned is answered from rlmmd's memory.
+    assert!(!rlmm.caught_up(&unassigned).unwrap());
     pg.start_again();
     let before = oks(&ledger);
     wait_until("20 acknowledged writes after the restart", || {
