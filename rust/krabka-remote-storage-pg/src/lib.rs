@@ -1,6 +1,7 @@
-//! [`RlmmdRemoteLogMetadataManager`]: the
+//! The
 //! [`RemoteLogMetadataManager`](krabka_remote_storage::RemoteLogMetadataManager)
-//! SPI over rlmmd, the gRPC service that keeps the metadata in PostgreSQL.
+//! SPI over rlmmd, the gRPC service that keeps the metadata in PostgreSQL:
+//! [`RlmmdRemoteLogMetadataManager`].
 //!
 //! The trait's methods are synchronous and safe from any thread, including
 //! a tokio runtime's worker: the manager owns a small tokio runtime of its
