@@ -167,8 +167,17 @@ fn failures(ledger: &Mutex<Ledger>) -> usize {
 
 #[test]
 fn rlmmd_killed_and_restarted_mid_run() {
+    killed_and_restarted(Rlmmd::unix);
+}
+
+#[test]
+fn rlmmd_killed_and_restarted_mid_run_over_tcp() {
+    killed_and_restarted(Rlmmd::tcp);
+}
+
+fn killed_and_restarted(rlmmd: fn(&str) -> Rlmmd) {
     let pg = Postgres::start();
-    let mut d = Rlmmd::unix(&pg.database());
+    let mut d = rlmmd(&pg.database());
     let rlmm = Arc::new(short_deadline_manager(&d.target));
     let tp = new_tp(0);
     rlmm.on_partition_leadership_changes(std::slice::from_ref(&tp), &[])
@@ -207,8 +216,8 @@ fn rlmmd_killed_and_restarted_mid_run() {
     let ledger = ledger.lock().unwrap();
     nothing_acknowledged_is_lost(&rlmm, &tp, &ledger);
     eprintln!(
-        "rlmmd kill: {} acknowledged calls, {} failed ({} with an unknown outcome)",
-        ledger.oks, ledger.failures, ledger.unknown
+        "rlmmd kill on {}: {} acknowledged calls, {} failed ({} with an unknown outcome)",
+        d.target, ledger.oks, ledger.failures, ledger.unknown
     );
 }
 
