@@ -252,8 +252,11 @@ impl Rlmmd {
 
 impl Drop for Rlmmd {
     fn drop(&mut self) {
-        // A stopped process dies of SIGKILL too.
+        // A stopped process dies of SIGKILL too, and leaves its socket.
         self.kill();
+        if let Some(path) = self.target.strip_prefix("unix:") {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
