@@ -235,11 +235,17 @@ kafka-contract: pg-user ## Kafka's own metadata-manager tests (3.9.1, 4.3.1), un
 		echo "kafka-contract: Kafka $$line"; \
 		(cd kafka/contract && mvn -B --no-transfer-progress verify -Dkafka.line=$$line -Drlmm.bin.dir=$(BIN)); \
 	done
+# The tests of krabka-remote-storage-pg start real rlmmd processes and a
+# throwaway PostgreSQL (bin/rlmm-pgfixture), as the Kafka plugin's do.
+CARGO_JOBS ?= 2
+
 .PHONY: rust-test
-rust-test: ## The Rust crates of rust/: rustfmt check, clippy with warnings denied, and their tests (cargo fetches from crates.io).
+rust-test: pg-user ## The Rust crates of rust/: rustfmt check, clippy with warnings denied, and their tests against rlmmd and a throwaway PostgreSQL (cargo fetches from crates.io).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd rust && cargo fmt --all --check
-	cd rust && cargo clippy --locked -j2 --all-targets -- -D warnings
-	cd rust && cargo test --locked -j2
+	cd rust && cargo clippy --locked -j$(CARGO_JOBS) --all-targets -- -D warnings
+	cd rust && RLMMD_BIN=$(BIN)/rlmmd RLMM_PGFIXTURE_BIN=$(BIN)/rlmm-pgfixture cargo test --locked -j$(CARGO_JOBS)
 
 .PHONY: kafka-bench
 kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throughput with this store against Kafka's topic-based default (~5 min).
