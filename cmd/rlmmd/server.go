@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	rs "github.com/krabka/remotestorage"
 	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
@@ -28,11 +29,17 @@ type store interface {
 	OnStopPartitions(ctx context.Context, partitions []rs.TopicIDPartition) error
 }
 
-// listBatch is how many segments one ListSegmentsResponse carries: large
-// enough that the per-message cost vanishes, small enough that a message
-// stays far below gRPC's 4 MiB default limit (a segment is ~150 bytes
-// without custom metadata; custom metadata is at most 64 KiB by default).
-const listBatch = 256
+// listBatch is how many segments one ListSegmentsResponse carries at most,
+// and listBatchBytes how many bytes of encoded segments: large enough that
+// the per-message cost vanishes (a segment is ~150 bytes without custom
+// metadata), small enough that a message stays below gRPC's 4 MiB default
+// limit on what a client receives, whatever the custom metadata (256
+// segments of 64 KiB would be 16 MiB). A segment larger than listBatchBytes
+// goes in a message of its own.
+const (
+	listBatch      = 256
+	listBatchBytes = 1 << 20
+)
 
 type service struct {
 	pb.UnimplementedRemoteLogMetadataServiceServer
@@ -226,11 +233,20 @@ func (s *service) ListSegments(req *pb.ListSegmentsRequest, stream pb.RemoteLogM
 	return nil
 }
 
-// send streams seq in batches of listBatch; sent says whether a message went
-// out. A failure of seq is returned as the library's error, before anything
+// send streams seq in batches of at most listBatch segments and, unless one
+// segment is larger, listBatchBytes; sent says whether a message went out. A failure of seq is returned as the library's error, before anything
 // was sent only if it was its first item.
 func (s *service) send(stream pb.RemoteLogMetadataService_ListSegmentsServer, seq iter.Seq2[rs.RemoteLogSegmentMetadata, error], sent *bool) error {
 	batch := make([]*pb.Segment, 0, listBatch)
+	size := 0
+	flush := func() error {
+		if err := stream.Send(&pb.ListSegmentsResponse{Segments: batch}); err != nil {
+			return err
+		}
+		*sent = true
+		batch, size = make([]*pb.Segment, 0, listBatch), 0
+		return nil
+	}
 	for seg, err := range seq {
 		if err != nil {
 			if *sent || len(batch) > 0 {
@@ -238,13 +254,18 @@ func (s *service) send(stream pb.RemoteLogMetadataService_ListSegmentsServer, se
 			}
 			return err
 		}
-		batch = append(batch, segmentTo(seg))
-		if len(batch) == listBatch {
-			if err := stream.Send(&pb.ListSegmentsResponse{Segments: batch}); err != nil {
+		m := segmentTo(seg)
+		n := proto.Size(m) + 8 // the field's tag and length
+		if len(batch) > 0 && size+n > listBatchBytes {
+			if err := flush(); err != nil {
 				return err
 			}
-			*sent = true
-			batch = make([]*pb.Segment, 0, listBatch)
+		}
+		batch, size = append(batch, m), size+n
+		if len(batch) == listBatch {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
 	if len(batch) > 0 {

@@ -18,8 +18,9 @@ fn batches_larger_than_grpcs_usual_four_mebibytes_are_read() {
     let d = Rlmmd::unix(&shared_postgres().database());
     let rlmm = manager(&d.target);
     let tp = new_tp(0);
-    // rlmmd sends 256 segments a message: with 60 KiB of custom metadata
-    // each, its first message is about 15 MiB.
+    // 300 segments of 60 KiB of custom metadata each: 18 MiB in all, which
+    // rlmmd sends in messages of about 1 MiB (an older rlmmd sent 256
+    // segments, about 15 MiB, in its first).
     let added: Vec<_> = (0..300)
         .map(|i| {
             let mut m = segment(&tp, i * 10, i * 10 + 9, &[(0, i * 10)]);
