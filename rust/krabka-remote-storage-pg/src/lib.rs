@@ -20,6 +20,7 @@
 //!     .expect("a valid target");
 //! ```
 
+mod builder;
 mod convert;
 mod manager;
 mod status;
@@ -31,9 +32,10 @@ pub mod proto {
 }
 
 pub use {
-    manager::{
+    builder::{
         DEFAULT_CALL_TIMEOUT, DEFAULT_LIST_TIMEOUT, DEFAULT_MAX_LIST_BYTES,
-        RlmmdRemoteLogMetadataManager, RlmmdRemoteLogMetadataManagerBuilder,
+        RlmmdRemoteLogMetadataManagerBuilder,
     },
+    manager::RlmmdRemoteLogMetadataManager,
     status::{RlmmdCallError, outcome_unknown},
 };
