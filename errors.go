@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/google/uuid"
 )
 
 var (
@@ -38,6 +40,50 @@ type sentinelError struct {
 	sentinel error
 	detail   string
 	cause    error // optional underlying error, also matched by errors.Is/As
+	// found is the state a refused transition found: a
+	// RemoteLogSegmentState or a RemotePartitionDeleteState
+	// (partitionDeleteNone: no record); nil when none was read.
+	found any
+}
+
+// segmentTransitionError refuses an update of segment id from state from to
+// state to.
+func segmentTransitionError(id uuid.UUID, from, to RemoteLogSegmentState) error {
+	return &sentinelError{sentinel: ErrInvalidSegmentTransition, detail: fmt.Sprintf("segment %s: %s to %s", id, from, to), found: from}
+}
+
+// partitionDeleteTransitionError refuses a partition-delete event of tp
+// from delete state from (partitionDeleteNone: no record) to to.
+func partitionDeleteTransitionError(tp TopicIDPartition, from, to RemotePartitionDeleteState) error {
+	return &sentinelError{sentinel: ErrInvalidPartitionDeleteTransition, detail: fmt.Sprintf("partition %s: %s to %s", tp, from, to), found: from}
+}
+
+// SegmentStateFound returns the state in which a refused update
+// (ErrInvalidSegmentTransition) found its segment. ok is false for any
+// other error, and for a refusal that needed no look at the segment: a
+// state no segment may move to, or custom metadata over the limit.
+func SegmentStateFound(err error) (state RemoteLogSegmentState, ok bool) {
+	var e *sentinelError
+	if errors.As(err, &e) {
+		state, ok = e.found.(RemoteLogSegmentState)
+	}
+	return state, ok
+}
+
+// PartitionDeleteStateFound returns the delete state in which a refused
+// partition-delete event (ErrInvalidPartitionDeleteTransition) found its
+// partition; hasRecord is false when the partition had no delete record.
+// ok is false for any other error, and for a refusal that needed no look
+// at the partition (a malformed event).
+func PartitionDeleteStateFound(err error) (state RemotePartitionDeleteState, hasRecord, ok bool) {
+	var e *sentinelError
+	if errors.As(err, &e) {
+		state, ok = e.found.(RemotePartitionDeleteState)
+	}
+	if !ok || state == partitionDeleteNone {
+		return 0, false, ok
+	}
+	return state, true, true
 }
 
 func (e *sentinelError) Error() string {

@@ -87,14 +87,14 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 	if s == nil {
 		// Forgotten: only the id is kept, and only a retry succeeds.
 		if !SegmentTransitionAllowed(DeleteSegmentFinished, u.State) {
-			return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, DeleteSegmentFinished, u.State)
+			return segmentTransitionError(u.SegmentID.ID, DeleteSegmentFinished, u.State)
 		}
 		p.version++
 		m.forgetSegment(u.SegmentID.ID, key) // a retry is a write: forgotten since now
 		return nil
 	}
 	if !SegmentTransitionAllowed(s.state, u.State) {
-		return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, s.state, u.State)
+		return segmentTransitionError(u.SegmentID.ID, s.state, u.State)
 	}
 	p.version++
 	if u.State == CopySegmentFinished && s.finishedVersion == 0 {
@@ -135,7 +135,7 @@ func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, 
 		from = p.deleteState
 	}
 	if !partitionDeleteTransitionAllowed(from, d.State) {
-		return newError(ErrInvalidPartitionDeleteTransition, "partition %s: %s to %s", d.TopicIDPartition, from, d.State)
+		return partitionDeleteTransitionError(d.TopicIDPartition, from, d.State)
 	}
 	if p == nil {
 		p = newMemPartition()

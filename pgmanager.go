@@ -243,7 +243,7 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 	case row.CurrentState < 0 || RemotePartitionDeleteState(row.DeleteState) == DeletePartitionFinished:
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
 	}
-	return newError(ErrInvalidSegmentTransition, "segment %s: %s to %s", u.SegmentID.ID, RemoteLogSegmentState(row.CurrentState), u.State)
+	return segmentTransitionError(u.SegmentID.ID, RemoteLogSegmentState(row.CurrentState), u.State)
 }
 
 // segmentFromUpdate is the segment as a successful update left it, from the
@@ -326,7 +326,7 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return ioError(ctx, err, "read partition %s", tp)
 	}
-	return newError(ErrInvalidPartitionDeleteTransition, "partition %s: %s to %s", tp, current, d.State)
+	return partitionDeleteTransitionError(tp, current, d.State)
 }
 
 // RemoteLogSegmentMetadata returns the finished segment holding offset for

@@ -109,6 +109,18 @@ func partitionDeleteStateFrom(s pb.PartitionDeleteState) rs.RemotePartitionDelet
 	return invalidState
 }
 
+func partitionDeleteStateTo(s rs.RemotePartitionDeleteState) pb.PartitionDeleteState {
+	switch s {
+	case rs.DeletePartitionMarked:
+		return pb.PartitionDeleteState_PARTITION_DELETE_STATE_DELETE_PARTITION_MARKED
+	case rs.DeletePartitionStarted:
+		return pb.PartitionDeleteState_PARTITION_DELETE_STATE_DELETE_PARTITION_STARTED
+	case rs.DeletePartitionFinished:
+		return pb.PartitionDeleteState_PARTITION_DELETE_STATE_DELETE_PARTITION_FINISHED
+	}
+	return pb.PartitionDeleteState_PARTITION_DELETE_STATE_UNSPECIFIED
+}
+
 func segmentFrom(m *pb.Segment) (rs.RemoteLogSegmentMetadata, error) {
 	if m == nil {
 		return rs.RemoteLogSegmentMetadata{}, fmt.Errorf("segment is missing")

@@ -49,7 +49,18 @@ func toStatus(err error) error {
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
 	}
-	return withDetail(status.New(code, err.Error()), &pb.ErrorDetail{Kind: kind, OutcomeUnknown: rs.OutcomeUnknown(err)})
+	detail := &pb.ErrorDetail{Kind: kind, OutcomeUnknown: rs.OutcomeUnknown(err)}
+	if st, ok := rs.SegmentStateFound(err); ok {
+		detail.FoundSegmentState = segmentStateTo(st).Enum()
+	}
+	if st, hasRecord, ok := rs.PartitionDeleteStateFound(err); ok {
+		found := pb.PartitionDeleteState_PARTITION_DELETE_STATE_UNSPECIFIED
+		if hasRecord {
+			found = partitionDeleteStateTo(st)
+		}
+		detail.FoundPartitionDeleteState = found.Enum()
+	}
+	return withDetail(status.New(code, err.Error()), detail)
 }
 
 // invalidArgument refuses a malformed request; kind says which library

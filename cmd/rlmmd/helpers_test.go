@@ -127,6 +127,18 @@ func listAll(t *testing.T, c pb.RemoteLogMetadataServiceClient, req *pb.ListSegm
 	}
 }
 
+// errorDetail is the ErrorDetail of a status error.
+func errorDetail(t *testing.T, err error) *pb.ErrorDetail {
+	t.Helper()
+	for _, d := range status.Convert(err).Details() {
+		if detail, ok := d.(*pb.ErrorDetail); ok {
+			return detail
+		}
+	}
+	t.Fatalf("no ErrorDetail in %v", err)
+	return nil
+}
+
 // requireStatus checks a call failed with code and an ErrorDetail naming
 // sentinel, outcome as given.
 func requireStatus(t *testing.T, err error, code codes.Code, sentinel error, outcomeUnknown bool) {

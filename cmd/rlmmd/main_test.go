@@ -155,15 +155,29 @@ func TestErrorsKeepTheSentinel(t *testing.T) {
 	_, err = c.UpdateSegment(ctx, &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{Id: unknown.Id, State: pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_FINISHED}})
 	requireStatus(t, err, codes.NotFound, rs.ErrSegmentNotFound, false)
 
+	// A refused transition names the state it found, when it read one.
 	_, err = c.UpdateSegment(ctx, &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{Id: s.Id, State: pb.SegmentState_SEGMENT_STATE_DELETE_SEGMENT_FINISHED}})
 	requireStatus(t, err, codes.FailedPrecondition, rs.ErrInvalidSegmentTransition, false)
+	require.Equal(t, pb.SegmentState_SEGMENT_STATE_COPY_SEGMENT_STARTED.Enum(), errorDetail(t, err).FoundSegmentState)
 	_, err = c.UpdateSegment(ctx, &pb.UpdateSegmentRequest{Update: &pb.SegmentUpdate{Id: s.Id}})
 	requireStatus(t, err, codes.FailedPrecondition, rs.ErrInvalidSegmentTransition, false)
+	require.Nil(t, errorDetail(t, err).FoundSegmentState, "refused before the segment was read")
 
 	_, err = c.PutPartitionDelete(ctx, &pb.PutPartitionDeleteRequest{PartitionDelete: &pb.PartitionDelete{
 		TopicIdPartition: tp, State: pb.PartitionDeleteState_PARTITION_DELETE_STATE_DELETE_PARTITION_FINISHED,
 	}})
 	requireStatus(t, err, codes.FailedPrecondition, rs.ErrInvalidPartitionDeleteTransition, false)
+	require.Equal(t, pb.PartitionDeleteState_PARTITION_DELETE_STATE_UNSPECIFIED.Enum(), errorDetail(t, err).FoundPartitionDeleteState, "no record")
+	_, err = c.PutPartitionDelete(ctx, &pb.PutPartitionDeleteRequest{PartitionDelete: &pb.PartitionDelete{
+		TopicIdPartition: tp, State: pb.PartitionDeleteState_PARTITION_DELETE_STATE_DELETE_PARTITION_MARKED,
+	}})
+	require.NoError(t, err)
+	_, err = c.PutPartitionDelete(ctx, &pb.PutPartitionDeleteRequest{PartitionDelete: &pb.PartitionDelete{
+		TopicIdPartition: tp, State: pb.PartitionDeleteState_PARTITION_DELETE_STATE_DELETE_PARTITION_FINISHED,
+	}})
+	requireStatus(t, err, codes.FailedPrecondition, rs.ErrInvalidPartitionDeleteTransition, false)
+	require.Equal(t, pb.PartitionDeleteState_PARTITION_DELETE_STATE_DELETE_PARTITION_MARKED.Enum(), errorDetail(t, err).FoundPartitionDeleteState)
+	tp = newTP() // the rest adds to a partition without a delete record
 
 	// Malformed requests are refused before the library: an add says
 	// INVALID_ADD (nothing stored), other calls name no sentinel.

@@ -1959,8 +1959,17 @@ type ErrorDetail struct {
 	// before retrying, or retry (a retried add fails with INVALID_ADD when the
 	// first one was applied; a retried update is idempotent).
 	OutcomeUnknown bool `protobuf:"varint,2,opt,name=outcome_unknown,json=outcomeUnknown,proto3" json:"outcome_unknown,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The state in which a refused update (ERROR_KIND_INVALID_SEGMENT_TRANSITION)
+	// found its segment; unset when the refusal needed no look at the segment
+	// (a state no segment may move to, custom metadata over the limit).
+	FoundSegmentState *SegmentState `protobuf:"varint,3,opt,name=found_segment_state,json=foundSegmentState,proto3,enum=remotestorage.v1.SegmentState,oneof" json:"found_segment_state,omitempty"`
+	// The delete state in which a refused partition-delete event
+	// (ERROR_KIND_INVALID_PARTITION_DELETE_TRANSITION) found its partition,
+	// PARTITION_DELETE_STATE_UNSPECIFIED when it had no delete record; unset
+	// when the refusal needed no look at the partition.
+	FoundPartitionDeleteState *PartitionDeleteState `protobuf:"varint,4,opt,name=found_partition_delete_state,json=foundPartitionDeleteState,proto3,enum=remotestorage.v1.PartitionDeleteState,oneof" json:"found_partition_delete_state,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -2005,6 +2014,20 @@ func (x *ErrorDetail) GetOutcomeUnknown() bool {
 		return x.OutcomeUnknown
 	}
 	return false
+}
+
+func (x *ErrorDetail) GetFoundSegmentState() SegmentState {
+	if x != nil && x.FoundSegmentState != nil {
+		return *x.FoundSegmentState
+	}
+	return SegmentState_SEGMENT_STATE_UNSPECIFIED
+}
+
+func (x *ErrorDetail) GetFoundPartitionDeleteState() PartitionDeleteState {
+	if x != nil && x.FoundPartitionDeleteState != nil {
+		return *x.FoundPartitionDeleteState
+	}
+	return PartitionDeleteState_PARTITION_DELETE_STATE_UNSPECIFIED
 }
 
 var File_remotestorage_v1_rlmm_proto protoreflect.FileDescriptor
@@ -2121,10 +2144,14 @@ const file_remotestorage_v1_rlmm_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\".remotestorage.v1.TopicIdPartitionR\n" +
 	"partitions\"\x1a\n" +
-	"\x18OnStopPartitionsResponse\"g\n" +
+	"\x18OnStopPartitionsResponse\"\xe3\x02\n" +
 	"\vErrorDetail\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.remotestorage.v1.ErrorKindR\x04kind\x12'\n" +
-	"\x0foutcome_unknown\x18\x02 \x01(\bR\x0eoutcomeUnknown*\xd3\x01\n" +
+	"\x0foutcome_unknown\x18\x02 \x01(\bR\x0eoutcomeUnknown\x12S\n" +
+	"\x13found_segment_state\x18\x03 \x01(\x0e2\x1e.remotestorage.v1.SegmentStateH\x00R\x11foundSegmentState\x88\x01\x01\x12l\n" +
+	"\x1cfound_partition_delete_state\x18\x04 \x01(\x0e2&.remotestorage.v1.PartitionDeleteStateH\x01R\x19foundPartitionDeleteState\x88\x01\x01B\x16\n" +
+	"\x14_found_segment_stateB\x1f\n" +
+	"\x1d_found_partition_delete_state*\xd3\x01\n" +
 	"\fSegmentState\x12\x1d\n" +
 	"\x19SEGMENT_STATE_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"SEGMENT_STATE_COPY_SEGMENT_STARTED\x10\x01\x12'\n" +
@@ -2242,37 +2269,39 @@ var file_remotestorage_v1_rlmm_proto_depIdxs = []int32{
 	3,  // 24: remotestorage.v1.OnPartitionLeadershipChangesRequest.followers:type_name -> remotestorage.v1.TopicIdPartition
 	3,  // 25: remotestorage.v1.OnStopPartitionsRequest.partitions:type_name -> remotestorage.v1.TopicIdPartition
 	2,  // 26: remotestorage.v1.ErrorDetail.kind:type_name -> remotestorage.v1.ErrorKind
-	9,  // 27: remotestorage.v1.RemoteLogMetadataService.AddSegment:input_type -> remotestorage.v1.AddSegmentRequest
-	11, // 28: remotestorage.v1.RemoteLogMetadataService.UpdateSegment:input_type -> remotestorage.v1.UpdateSegmentRequest
-	13, // 29: remotestorage.v1.RemoteLogMetadataService.PutPartitionDelete:input_type -> remotestorage.v1.PutPartitionDeleteRequest
-	15, // 30: remotestorage.v1.RemoteLogMetadataService.GetSegment:input_type -> remotestorage.v1.GetSegmentRequest
-	17, // 31: remotestorage.v1.RemoteLogMetadataService.HighestOffsetForEpoch:input_type -> remotestorage.v1.HighestOffsetForEpochRequest
-	19, // 32: remotestorage.v1.RemoteLogMetadataService.EpochEndOffset:input_type -> remotestorage.v1.EpochEndOffsetRequest
-	21, // 33: remotestorage.v1.RemoteLogMetadataService.ListSegments:input_type -> remotestorage.v1.ListSegmentsRequest
-	23, // 34: remotestorage.v1.RemoteLogMetadataService.RemoteLogSize:input_type -> remotestorage.v1.RemoteLogSizeRequest
-	25, // 35: remotestorage.v1.RemoteLogMetadataService.NextSegmentWithTxnIndex:input_type -> remotestorage.v1.NextSegmentWithTxnIndexRequest
-	27, // 36: remotestorage.v1.RemoteLogMetadataService.FirstSegmentForTimestamp:input_type -> remotestorage.v1.FirstSegmentForTimestampRequest
-	29, // 37: remotestorage.v1.RemoteLogMetadataService.CaughtUp:input_type -> remotestorage.v1.CaughtUpRequest
-	31, // 38: remotestorage.v1.RemoteLogMetadataService.OnPartitionLeadershipChanges:input_type -> remotestorage.v1.OnPartitionLeadershipChangesRequest
-	33, // 39: remotestorage.v1.RemoteLogMetadataService.OnStopPartitions:input_type -> remotestorage.v1.OnStopPartitionsRequest
-	10, // 40: remotestorage.v1.RemoteLogMetadataService.AddSegment:output_type -> remotestorage.v1.AddSegmentResponse
-	12, // 41: remotestorage.v1.RemoteLogMetadataService.UpdateSegment:output_type -> remotestorage.v1.UpdateSegmentResponse
-	14, // 42: remotestorage.v1.RemoteLogMetadataService.PutPartitionDelete:output_type -> remotestorage.v1.PutPartitionDeleteResponse
-	16, // 43: remotestorage.v1.RemoteLogMetadataService.GetSegment:output_type -> remotestorage.v1.GetSegmentResponse
-	18, // 44: remotestorage.v1.RemoteLogMetadataService.HighestOffsetForEpoch:output_type -> remotestorage.v1.HighestOffsetForEpochResponse
-	20, // 45: remotestorage.v1.RemoteLogMetadataService.EpochEndOffset:output_type -> remotestorage.v1.EpochEndOffsetResponse
-	22, // 46: remotestorage.v1.RemoteLogMetadataService.ListSegments:output_type -> remotestorage.v1.ListSegmentsResponse
-	24, // 47: remotestorage.v1.RemoteLogMetadataService.RemoteLogSize:output_type -> remotestorage.v1.RemoteLogSizeResponse
-	26, // 48: remotestorage.v1.RemoteLogMetadataService.NextSegmentWithTxnIndex:output_type -> remotestorage.v1.NextSegmentWithTxnIndexResponse
-	28, // 49: remotestorage.v1.RemoteLogMetadataService.FirstSegmentForTimestamp:output_type -> remotestorage.v1.FirstSegmentForTimestampResponse
-	30, // 50: remotestorage.v1.RemoteLogMetadataService.CaughtUp:output_type -> remotestorage.v1.CaughtUpResponse
-	32, // 51: remotestorage.v1.RemoteLogMetadataService.OnPartitionLeadershipChanges:output_type -> remotestorage.v1.OnPartitionLeadershipChangesResponse
-	34, // 52: remotestorage.v1.RemoteLogMetadataService.OnStopPartitions:output_type -> remotestorage.v1.OnStopPartitionsResponse
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	0,  // 27: remotestorage.v1.ErrorDetail.found_segment_state:type_name -> remotestorage.v1.SegmentState
+	1,  // 28: remotestorage.v1.ErrorDetail.found_partition_delete_state:type_name -> remotestorage.v1.PartitionDeleteState
+	9,  // 29: remotestorage.v1.RemoteLogMetadataService.AddSegment:input_type -> remotestorage.v1.AddSegmentRequest
+	11, // 30: remotestorage.v1.RemoteLogMetadataService.UpdateSegment:input_type -> remotestorage.v1.UpdateSegmentRequest
+	13, // 31: remotestorage.v1.RemoteLogMetadataService.PutPartitionDelete:input_type -> remotestorage.v1.PutPartitionDeleteRequest
+	15, // 32: remotestorage.v1.RemoteLogMetadataService.GetSegment:input_type -> remotestorage.v1.GetSegmentRequest
+	17, // 33: remotestorage.v1.RemoteLogMetadataService.HighestOffsetForEpoch:input_type -> remotestorage.v1.HighestOffsetForEpochRequest
+	19, // 34: remotestorage.v1.RemoteLogMetadataService.EpochEndOffset:input_type -> remotestorage.v1.EpochEndOffsetRequest
+	21, // 35: remotestorage.v1.RemoteLogMetadataService.ListSegments:input_type -> remotestorage.v1.ListSegmentsRequest
+	23, // 36: remotestorage.v1.RemoteLogMetadataService.RemoteLogSize:input_type -> remotestorage.v1.RemoteLogSizeRequest
+	25, // 37: remotestorage.v1.RemoteLogMetadataService.NextSegmentWithTxnIndex:input_type -> remotestorage.v1.NextSegmentWithTxnIndexRequest
+	27, // 38: remotestorage.v1.RemoteLogMetadataService.FirstSegmentForTimestamp:input_type -> remotestorage.v1.FirstSegmentForTimestampRequest
+	29, // 39: remotestorage.v1.RemoteLogMetadataService.CaughtUp:input_type -> remotestorage.v1.CaughtUpRequest
+	31, // 40: remotestorage.v1.RemoteLogMetadataService.OnPartitionLeadershipChanges:input_type -> remotestorage.v1.OnPartitionLeadershipChangesRequest
+	33, // 41: remotestorage.v1.RemoteLogMetadataService.OnStopPartitions:input_type -> remotestorage.v1.OnStopPartitionsRequest
+	10, // 42: remotestorage.v1.RemoteLogMetadataService.AddSegment:output_type -> remotestorage.v1.AddSegmentResponse
+	12, // 43: remotestorage.v1.RemoteLogMetadataService.UpdateSegment:output_type -> remotestorage.v1.UpdateSegmentResponse
+	14, // 44: remotestorage.v1.RemoteLogMetadataService.PutPartitionDelete:output_type -> remotestorage.v1.PutPartitionDeleteResponse
+	16, // 45: remotestorage.v1.RemoteLogMetadataService.GetSegment:output_type -> remotestorage.v1.GetSegmentResponse
+	18, // 46: remotestorage.v1.RemoteLogMetadataService.HighestOffsetForEpoch:output_type -> remotestorage.v1.HighestOffsetForEpochResponse
+	20, // 47: remotestorage.v1.RemoteLogMetadataService.EpochEndOffset:output_type -> remotestorage.v1.EpochEndOffsetResponse
+	22, // 48: remotestorage.v1.RemoteLogMetadataService.ListSegments:output_type -> remotestorage.v1.ListSegmentsResponse
+	24, // 49: remotestorage.v1.RemoteLogMetadataService.RemoteLogSize:output_type -> remotestorage.v1.RemoteLogSizeResponse
+	26, // 50: remotestorage.v1.RemoteLogMetadataService.NextSegmentWithTxnIndex:output_type -> remotestorage.v1.NextSegmentWithTxnIndexResponse
+	28, // 51: remotestorage.v1.RemoteLogMetadataService.FirstSegmentForTimestamp:output_type -> remotestorage.v1.FirstSegmentForTimestampResponse
+	30, // 52: remotestorage.v1.RemoteLogMetadataService.CaughtUp:output_type -> remotestorage.v1.CaughtUpResponse
+	32, // 53: remotestorage.v1.RemoteLogMetadataService.OnPartitionLeadershipChanges:output_type -> remotestorage.v1.OnPartitionLeadershipChangesResponse
+	34, // 54: remotestorage.v1.RemoteLogMetadataService.OnStopPartitions:output_type -> remotestorage.v1.OnStopPartitionsResponse
+	42, // [42:55] is the sub-list for method output_type
+	29, // [29:42] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_remotestorage_v1_rlmm_proto_init() }
@@ -2283,6 +2312,7 @@ func file_remotestorage_v1_rlmm_proto_init() {
 	file_remotestorage_v1_rlmm_proto_msgTypes[3].OneofWrappers = []any{}
 	file_remotestorage_v1_rlmm_proto_msgTypes[4].OneofWrappers = []any{}
 	file_remotestorage_v1_rlmm_proto_msgTypes[18].OneofWrappers = []any{}
+	file_remotestorage_v1_rlmm_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

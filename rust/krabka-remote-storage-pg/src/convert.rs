@@ -48,7 +48,7 @@ pub fn segment_state_to(s: RemoteLogSegmentState) -> pb::SegmentState {
     }
 }
 
-fn segment_state_from(s: i32) -> Result<RemoteLogSegmentState, RemoteStorageError> {
+pub fn segment_state_from(s: i32) -> Result<RemoteLogSegmentState, RemoteStorageError> {
     match pb::SegmentState::try_from(s) {
         Ok(pb::SegmentState::CopySegmentStarted) => Ok(RemoteLogSegmentState::CopySegmentStarted),
         Ok(pb::SegmentState::CopySegmentFinished) => Ok(RemoteLogSegmentState::CopySegmentFinished),

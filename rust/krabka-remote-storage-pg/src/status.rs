@@ -7,7 +7,10 @@
 //! rlmmd answered) or from tonic.
 
 use {
-    crate::proto::{self as pb, ErrorKind},
+    crate::{
+        convert::segment_state_from,
+        proto::{self as pb, ErrorKind},
+    },
     krabka_remote_storage::{
         RemoteLogSegmentId, RemoteLogSegmentState, RemotePartitionDeleteState, RemoteStorageError,
         TopicIdPartition,
@@ -135,22 +138,48 @@ const PARTITION_DELETE_STATES: [RemotePartitionDeleteState; 3] = [
     RemotePartitionDeleteState::DeletePartitionFinished,
 ];
 
-/// The state a refused update found, from rlmmd's message ("… FROM to
-/// TO"): the `ErrorDetail` does not carry it. `to` when the message names
-/// none (an update to `CopySegmentStarted`, oversized custom metadata).
-fn segment_from_state(message: &str, to: RemoteLogSegmentState) -> RemoteLogSegmentState {
+/// The state a refused update found: the `ErrorDetail`'s
+/// `found_segment_state`, or, from an rlmmd that does not send it, its
+/// message ("… FROM to TO"). `to` when neither names one (the refusal read
+/// no segment: an update to `CopySegmentStarted`, oversized custom
+/// metadata).
+fn segment_from_state(
+    detail: Option<&pb::ErrorDetail>,
+    message: &str,
+    to: RemoteLogSegmentState,
+) -> RemoteLogSegmentState {
+    if let Some(found) = detail.and_then(|d| d.found_segment_state) {
+        return segment_state_from(found).unwrap_or(to);
+    }
     SEGMENT_STATES
         .into_iter()
         .find(|from| message.contains(&format!("{from} to {to}")))
         .unwrap_or(to)
 }
 
-/// The delete state a refused partition-delete event found, from rlmmd's
-/// message ("… FROM to TO", FROM is `NONE` without a record).
+/// The delete state a refused partition-delete event found (`None`: no
+/// record): the `ErrorDetail`'s `found_partition_delete_state`, or, from an
+/// rlmmd that does not send it, its message ("… FROM to TO", FROM is
+/// `NONE` without a record).
 fn partition_delete_from_state(
+    detail: Option<&pb::ErrorDetail>,
     message: &str,
     to: RemotePartitionDeleteState,
 ) -> Option<RemotePartitionDeleteState> {
+    if let Some(found) = detail.and_then(|d| d.found_partition_delete_state) {
+        return match pb::PartitionDeleteState::try_from(found) {
+            Ok(pb::PartitionDeleteState::DeletePartitionMarked) => {
+                Some(RemotePartitionDeleteState::DeletePartitionMarked)
+            }
+            Ok(pb::PartitionDeleteState::DeletePartitionStarted) => {
+                Some(RemotePartitionDeleteState::DeletePartitionStarted)
+            }
+            Ok(pb::PartitionDeleteState::DeletePartitionFinished) => {
+                Some(RemotePartitionDeleteState::DeletePartitionFinished)
+            }
+            _ => None,
+        };
+    }
     PARTITION_DELETE_STATES
         .into_iter()
         .find(|from| message.contains(&format!("{from} to {to}")))
@@ -198,14 +227,14 @@ pub fn to_error(what: String, subject: &Subject<'_>, status: &tonic::Status) -> 
         (ErrorKind::InvalidSegmentTransition, Subject::Update(id, to)) => {
             return RemoteStorageError::InvalidSegmentTransition {
                 id: (*id).clone(),
-                from: segment_from_state(&message, *to),
+                from: segment_from_state(d.as_ref(), &message, *to),
                 to: *to,
             };
         }
         (ErrorKind::InvalidPartitionDeleteTransition, Subject::PartitionDelete(tp, to)) => {
             return RemoteStorageError::InvalidPartitionDeleteTransition {
                 tp: (*tp).clone(),
-                from: partition_delete_from_state(&message, *to),
+                from: partition_delete_from_state(d.as_ref(), &message, *to),
                 to: *to,
             };
         }
@@ -263,25 +292,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn from_states_are_read_from_rlmmds_messages() {
+    fn from_states_are_read_from_the_detail_or_else_rlmmds_messages() {
         use RemoteLogSegmentState::*;
         let m = "remotestorage: invalid segment state transition: segment 1f: DELETE_SEGMENT_STARTED to COPY_SEGMENT_FINISHED";
         assert_eq!(
-            segment_from_state(m, CopySegmentFinished),
+            segment_from_state(None, m, CopySegmentFinished),
             DeleteSegmentStarted
+        );
+        let found = pb::ErrorDetail {
+            kind: ErrorKind::InvalidSegmentTransition.into(),
+            found_segment_state: Some(pb::SegmentState::DeleteSegmentFinished.into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            segment_from_state(Some(&found), m, CopySegmentFinished),
+            DeleteSegmentFinished,
+            "the detail first"
         );
         let m = "remotestorage: invalid segment state transition: segment 1f: no segment may move to COPY_SEGMENT_STARTED";
         assert_eq!(
-            segment_from_state(m, CopySegmentStarted),
+            segment_from_state(None, m, CopySegmentStarted),
             CopySegmentStarted
         );
         use RemotePartitionDeleteState::*;
         let m = "remotestorage: invalid partition delete state transition: partition t-0: NONE to DELETE_PARTITION_STARTED";
-        assert_eq!(partition_delete_from_state(m, DeletePartitionStarted), None);
+        assert_eq!(
+            partition_delete_from_state(None, m, DeletePartitionStarted),
+            None
+        );
         let m = "remotestorage: invalid partition delete state transition: partition t-0: DELETE_PARTITION_FINISHED to DELETE_PARTITION_MARKED";
         assert_eq!(
-            partition_delete_from_state(m, DeletePartitionMarked),
+            partition_delete_from_state(None, m, DeletePartitionMarked),
             Some(DeletePartitionFinished)
+        );
+        let none = pb::ErrorDetail {
+            kind: ErrorKind::InvalidPartitionDeleteTransition.into(),
+            found_partition_delete_state: Some(pb::PartitionDeleteState::Unspecified.into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            partition_delete_from_state(Some(&none), m, DeletePartitionMarked),
+            None,
+            "the detail first: no record"
         );
     }
 
@@ -290,6 +342,7 @@ mod tests {
         let d = pb::ErrorDetail {
             kind: ErrorKind::Io.into(),
             outcome_unknown: true,
+            ..Default::default()
         };
         let st = RpcStatus {
             code: Code::Unavailable as i32,
