@@ -15,7 +15,7 @@
 //	go run ./cmd/rlmmbench -segments 10000000  # 10M
 //	go run ./cmd/rlmmbench -soak -soak-duration 5m
 //
-// See docs/BENCHMARKS.md for the figures and what bounds them.
+// See docs/BENCHMARKS.md for the figures, docs/PERFORMANCE.md for what bounds them.
 package main
 
 import (

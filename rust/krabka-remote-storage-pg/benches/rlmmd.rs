@@ -135,7 +135,7 @@ fn main() {
     let total = env("RLMM_BENCH_LOOKUPS", 20_000);
     let secs = env("RLMM_BENCH_WRITE_SECS", 5);
     let workers = env("RLMM_BENCH_WORKERS", 2) as usize;
-    let run = |transport: &str, target: &str| {
+    let run = |transport: &str, target: &str, dsn: Option<&str>| {
         let rlmm = Arc::new(
             RlmmdRemoteLogMetadataManager::builder(target)
                 .worker_threads(workers)
@@ -154,6 +154,7 @@ fn main() {
             let st = std::process::Command::new("go")
                 .args(["run", ".", "-target", target])
                 .args(["-lookups", &total.to_string(), "-secs", &secs.to_string()])
+                .args(dsn.map(|d| ["-dsn", d]).into_iter().flatten())
                 .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/goclient"))
                 .status()
                 .expect("go run benches/goclient");
@@ -161,7 +162,7 @@ fn main() {
         }
     };
     if let Ok(target) = std::env::var("RLMM_BENCH_TARGET") {
-        run("given", &target);
+        run("given", &target, None);
         return;
     }
     let pg = Postgres::start();
@@ -172,6 +173,6 @@ fn main() {
         } else {
             Rlmmd::tcp(&dsn)
         };
-        run(transport, &d.target);
+        run(transport, &d.target, Some(&dsn));
     }
 }

@@ -1,6 +1,8 @@
 // Command goclient is a Go gRPC client of rlmmd running the Rust bench's
-// workload (benches/rlmmd.rs) against the same rlmmd, for comparison. Its own
-// module, so that the repository's Go module and its targets leave it out.
+// workload (benches/rlmmd.rs) against the same rlmmd, for comparison; with
+// -dsn, also the writes through the Go library in process (PgManager on
+// rlmmd's database), the bound of any client of rlmmd. Its own module, so
+// that the repository's Go module and its targets leave it out.
 package main
 
 import (
@@ -13,9 +15,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	rs "github.com/krabka/remotestorage"
 	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
 )
 
@@ -36,6 +41,7 @@ func main() {
 	target := flag.String("target", "", "")
 	total := flag.Int("lookups", 20000, "")
 	secs := flag.Int("secs", 5, "")
+	dsn := flag.String("dsn", "", "rlmmd's database: also run the writes through the Go library in process")
 	flag.Parse()
 	conn, err := grpc.NewClient(*target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -133,4 +139,63 @@ func main() {
 	}
 	wg.Wait()
 	fmt.Printf("go client: add + finish, 8 callers, %d s: %.0f pairs/s\n", *secs, float64(pairs)/time.Since(start).Seconds())
+	if *dsn != "" {
+		fmt.Printf("go library in process: add + finish, 8 goroutines, %d s: %.0f pairs/s\n", *secs, libraryWrites(*dsn, *secs))
+	}
+}
+
+// libraryWrites runs the bench's writes through PgManager itself, on a
+// pool of 8 connections: add + finish pairs per second from 8 goroutines,
+// each on a partition of its own.
+func libraryWrites(dsn string, secs int) float64 {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		panic(err)
+	}
+	cfg.MaxConns = 8
+	rs.ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	m, err := rs.NewPgManager(ctx, pool)
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	until := time.Now().Add(time.Duration(secs) * time.Second)
+	start := time.Now()
+	var mu sync.Mutex
+	pairs := 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			t := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "conformance"}
+			n := 0
+			for time.Now().Before(until) {
+				s := rs.RemoteLogSegmentMetadata{
+					SegmentID:   rs.RemoteLogSegmentID{TopicIDPartition: t, ID: uuid.New()},
+					StartOffset: int64(n * 10), EndOffset: int64(n*10 + 9), MaxTimestampMs: int64(1000 + n*10 + 9),
+					BrokerID: 1, EventTimestampMs: 10, SegmentSizeInBytes: 100, State: rs.CopySegmentStarted,
+					SegmentLeaderEpochs: map[rs.LeaderEpoch]int64{0: int64(n * 10)}, TxnIndexEmpty: true,
+				}
+				if err := m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
+					panic(err)
+				}
+				if err := m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{
+					SegmentID: s.SegmentID, State: rs.CopySegmentFinished, BrokerID: 1, EventTimestampMs: 1,
+				}); err != nil {
+					panic(err)
+				}
+				n++
+			}
+			mu.Lock()
+			pairs += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return float64(pairs) / time.Since(start).Seconds()
 }
