@@ -10,7 +10,7 @@
 //!
 //! RLMM_BENCH_LOOKUPS (default 20000) lookups per thread count after 2,000
 //! unmeasured; RLMM_BENCH_WRITE_SECS (default 5) seconds of writes;
-//! RLMM_BENCH_WORKERS the manager's runtime threads (default 2);
+//! RLMM_BENCH_WORKERS the manager's runtime threads (default 1, the builder's default);
 //! RLMM_BENCH_TARGET an rlmmd already running, instead of starting one;
 //! RLMM_BENCH_GO=1 also runs the same workload from Go's gRPC client
 //! (benches/goclient, through `go run`) against the same rlmmd.
@@ -134,7 +134,7 @@ fn main() {
     }
     let total = env("RLMM_BENCH_LOOKUPS", 20_000);
     let secs = env("RLMM_BENCH_WRITE_SECS", 5);
-    let workers = env("RLMM_BENCH_WORKERS", 2) as usize;
+    let workers = env("RLMM_BENCH_WORKERS", 1) as usize;
     let run = |transport: &str, target: &str, dsn: Option<&str>| {
         let rlmm = Arc::new(
             RlmmdRemoteLogMetadataManager::builder(target)
