@@ -107,8 +107,8 @@ func unbumped(before, after map[string]*partitionSnapshot) []string {
 }
 
 // backfillFindings applies migration version of fsys to a database at the
-// version before it holding the library's rows (one partition's epoch ends
-// missing, as code older than them leaves it), and reports what breaks the
+// version before it holding the library's rows (three partitions, epochs 0
+// to 3, finished and unfinished segments), and reports what breaks the
 // backfill rules: a change a cache would not see, and a second run (after a
 // Down) that changes anything more.
 func backfillFindings(t *testing.T, fsys fs.FS, version int64) []string {
@@ -140,17 +140,12 @@ func backfillFindings(t *testing.T, fsys fs.FS, version int64) []string {
 			previous = s.Version
 		}
 	}
+	require.GreaterOrEqual(t, previous, int64(migrations.Baseline), "a migration after the baseline")
 	down := func() {
 		_, err := p.DownTo(ctx, previous)
 		require.NoError(t, err)
 	}
 	down()
-	var epochEnds bool
-	require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass('rlmm_epoch_ends') IS NOT NULL").Scan(&epochEnds))
-	if epochEnds {
-		_, err = pool.Exec(ctx, "DELETE FROM rlmm_epoch_ends WHERE topic_id = $1", tps[0].TopicID)
-		require.NoError(t, err)
-	}
 	before, err := snapshotData(ctx, pool)
 	require.NoError(t, err)
 	require.NoError(t, rs.MigrateFSTo(ctx, pool, fsys, version))
@@ -169,33 +164,66 @@ func backfillFindings(t *testing.T, fsys fs.FS, version int64) []string {
 	return findings
 }
 
-// Every migration from migrations.RulesFrom on, applied to a database
-// holding the library's rows, changes a partition's rows only by bumping
-// its version past the one before and stamping what it changed with it (so
-// caches see the change), and applied again changes nothing more. A
-// test-only backfill that does not bump is caught.
+// Every migration shipped after the baseline, applied to a database holding
+// the library's rows, changes a partition's rows only by bumping its
+// version past the one before and stamping what it changed with it (so
+// caches see the change), and applied again changes nothing more. (The
+// baseline itself creates the schema, and its Down drops it: there is no
+// schema before it to hold rows.) Test-only migrations show what the check
+// catches: a backfill that bumps and stamps passes, one that does not bump
+// (and changes the rows again when applied again) and one that bumps but
+// does not stamp what it changed are caught.
 func TestMigrationBackfillsBumpVersions(t *testing.T) {
 	t.Parallel()
 	names, err := fs.Glob(migrations.FS(), "*.sql")
 	require.NoError(t, err)
-	checked := 0
 	for _, name := range names {
 		var v int64
 		_, err := fmt.Sscanf(name, "%d_", &v)
 		require.NoError(t, err)
-		if v < migrations.RulesFrom {
+		if v < migrations.RulesFrom || v <= migrations.Baseline {
 			continue
 		}
-		checked++
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			require.Empty(t, backfillFindings(t, migrations.FS(), v))
 		})
 	}
-	require.NotZero(t, checked, "no migration from %d on", migrations.RulesFrom)
+	// A backfill of epoch 1's longest segment, as a later migration might
+	// write one: the partitions it changes, bumped, and the rows stamped
+	// with the new version (or not, below).
+	backfill := func(stamp string) string {
+		return fmt.Sprintf(`-- rlmm:compatible-with %d
+-- +goose Up
+WITH bumped AS (
+    UPDATE rlmm_partitions p SET version = p.version + 1, updated_at = now()
+    WHERE EXISTS (SELECT FROM rlmm_epoch_ends ee
+                  WHERE ee.topic_id = p.topic_id AND ee.partition = p.partition AND ee.epoch = 1 AND ee.max_segment_span < 1000)
+    RETURNING p.topic_id, p.partition, p.version
+)
+UPDATE rlmm_epoch_ends ee SET max_segment_span = 1000%s
+FROM bumped b
+WHERE ee.topic_id = b.topic_id AND ee.partition = b.partition AND ee.epoch = 1 AND ee.max_segment_span < 1000;
+-- +goose Down
+SELECT 1;
+`, rs.SchemaVersion, stamp)
+	}
+	t.Run("a backfill that bumps and stamps", func(t *testing.T) {
+		t.Parallel()
+		require.Empty(t, backfillFindings(t, withNext(t, backfill(", raised_version = b.version")), rs.SchemaVersion+1))
+	})
+	t.Run("a backfill that bumps but does not stamp", func(t *testing.T) {
+		t.Parallel()
+		findings := backfillFindings(t, withNext(t, backfill("")), rs.SchemaVersion+1)
+		require.Len(t, findings, 3, "one per partition")
+		for _, f := range findings {
+			require.Contains(t, f, "rlmm_epoch_ends 1 changed, stamped")
+			require.Contains(t, f, "not past the version")
+		}
+	})
 	t.Run("a backfill that does not bump", func(t *testing.T) {
 		t.Parallel()
-		fsys := withNext(t, `-- rlmm:compatible-with 2
+		fsys := withNext(t, fmt.Sprintf(`-- rlmm:compatible-with %d
 -- +goose Up
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_upgrade_test_backfill() RETURNS void LANGUAGE sql AS $$
@@ -204,7 +232,7 @@ CREATE FUNCTION rlmm_upgrade_test_backfill() RETURNS void LANGUAGE sql AS $$
 SELECT rlmm_upgrade_test_backfill();
 -- +goose Down
 DROP FUNCTION rlmm_upgrade_test_backfill();
-`)
+`, rs.SchemaVersion))
 		findings := backfillFindings(t, fsys, rs.SchemaVersion+1)
 		require.NotEmpty(t, findings)
 		require.Contains(t, findings[0], "the partition's version stayed")

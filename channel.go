@@ -13,7 +13,7 @@ import (
 const notifyChannel = "rlmm_changes"
 
 // resetNotificationPrefix starts the payload "reset/<generation>" that
-// migration 00010's triggers notify when the data's generation moves.
+// rlmm_resync() notifies when it moves the data's generation.
 const resetNotificationPrefix = "reset/"
 
 // parseNotification reads a partition's notification payload

@@ -104,11 +104,11 @@ func answersDiffer(want, got rs.Manager, tp rs.TopicIDPartition) string {
 }
 
 // TestCacheHonestThroughDBARepairs: every way docs/DBA.md lets a DBA
-// change the rows by hand - the repair functions, an UPDATE of a state, a
-// DELETE of a segment, a TRUNCATE, rlmmctl purge --drop-ids deleting a
-// forgotten segment that a cache has not caught up on, and DML no trigger
-// sees followed by rlmm_resync - leaves every cache either following within
-// its poll interval (or at the notification) or answering CaughtUp false.
+// change the rows by hand - the repair functions (a state, a partition's
+// delete state, a purge of a forgotten segment that a cache has not caught
+// up on), and raw DML (DELETE, TRUNCATE, UPDATE with the guards off)
+// followed by rlmm_resync - leaves every cache either following within its
+// poll interval (or at the notification) or answering CaughtUp false.
 func TestCacheHonestThroughDBARepairs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -118,9 +118,6 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 		// follower holds; it may write through a (not cached).
 		repair func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, f dbaFollowers, tp rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata)
 	}{
-		{"update a state", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
-			execSQL(t, admin, `UPDATE rlmm_segments SET state = 2 WHERE segment_id = $1`, segs[1].SegmentID.ID)
-		}},
 		{"rlmm_set_segment_state", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
 			execSQL(t, admin, `SELECT rlmm_set_segment_state($1, 'delete_started')`, segs[1].SegmentID.ID)
 		}},
@@ -134,9 +131,9 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 				execSQL(t, admin, `SELECT rlmm_set_partition_delete_state($1, $2, $3)`, tp.TopicID, tp.Partition, st)
 			}
 		}},
-		{"raw DML with the triggers off, then rlmm_resync", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
-			// A superuser's DML that no trigger sees: nothing tells the
-			// caches, until the resync.
+		{"raw DML with the guards off, then rlmm_resync", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
+			// A superuser's DML past the guards: nothing tells the caches,
+			// until the resync.
 			tx, err := admin.Begin(t.Context())
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(t.Context()) }()
@@ -153,30 +150,36 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 			require.NoError(t, tx.Commit(t.Context()))
 			execSQL(t, admin, `SELECT rlmm_resync()`)
 		}},
-		{"delete a segment", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
+		{"delete a segment, then rlmm_resync", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
 			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE segment_id = $1`, segs[1].SegmentID.ID)
+			execSQL(t, admin, `SELECT rlmm_resync()`)
 		}},
-		{"delete a partition's segments", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+		{"delete a partition's segments, then rlmm_resync", func(t *testing.T, admin *pgxpool.Pool, _ *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
 			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
+			execSQL(t, admin, `SELECT rlmm_resync()`)
 		}},
-		{"delete a partition", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+		{"delete a partition, then rlmm_resync", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
 			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE topic_id = $1 AND partition = $2;`, tp.TopicID, tp.Partition)
 			execSQL(t, admin, `DELETE FROM rlmm_epoch_ends WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
 			execSQL(t, admin, `DELETE FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
+			execSQL(t, admin, `SELECT rlmm_resync()`)
 			writeFinished(t, a, tp, 500, 599) // versions 1 and 2 again
 		}},
-		{"truncate, then fewer writes", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
-			execSQL(t, admin, `TRUNCATE rlmm_partitions CASCADE`)
+		{"truncate, rlmm_resync, then fewer writes", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `TRUNCATE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends`)
+			execSQL(t, admin, `SELECT rlmm_resync()`)
 			writeFinished(t, a, tp, 500, 599) // versions 1 and 2, below the caches' 6
 		}},
-		{"truncate, then more writes", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
-			execSQL(t, admin, `TRUNCATE rlmm_partitions CASCADE`)
+		{"truncate, rlmm_resync, then more writes", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `TRUNCATE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends`)
+			execSQL(t, admin, `SELECT rlmm_resync()`)
 			for i := range int64(4) { // versions 1 to 8, past the caches' 6
 				writeFinished(t, a, tp, 500+100*i, 599+100*i)
 			}
 		}},
-		{"truncate the segments", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
-			execSQL(t, admin, `TRUNCATE rlmm_segments`)
+		{"truncate the segments, then rlmm_resync", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, _ dbaFollowers, tp rs.TopicIDPartition, _ []rs.RemoteLogSegmentMetadata) {
+			execSQL(t, admin, `TRUNCATE rlmm_segments CASCADE`)
+			execSQL(t, admin, `SELECT rlmm_resync()`)
 			writeFinished(t, a, tp, 500, 599) // versions 7 and 8: the change feed shows only this one
 		}},
 		{"purge a forgotten segment a cache has not caught up on", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, f dbaFollowers, _ rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
@@ -185,10 +188,10 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 			ctx := t.Context()
 			require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, update(segs[1], rs.DeleteSegmentStarted)))
 			require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, update(segs[1], rs.DeleteSegmentFinished)))
-			// What rlmmctl purge --drop-ids does to a forgotten segment
-			// (cmd/rlmmctl's TestPurgeDropIDsKeepsCachesHonest runs it).
-			execSQL(t, admin, `DELETE FROM rlmm_segment_epochs WHERE segment_id = $1`, segs[1].SegmentID.ID)
-			execSQL(t, admin, `DELETE FROM rlmm_segments WHERE segment_id = $1 AND state = 3`, segs[1].SegmentID.ID)
+			// The purge a DBA runs from psql.
+			var purged int64
+			require.NoError(t, admin.QueryRow(ctx, `SELECT rlmm_purge(interval '0')`).Scan(&purged))
+			require.Equal(t, int64(1), purged)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +232,7 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 }
 
 // TestCacheFollowsAPartitionDeletedAndWrittenAgain: a DBA deletes a
-// partition's rows, and a broker writes to it again, from version 1. A
+// partition's rows (then rlmm_resync), and a broker writes to it again, from version 1. A
 // cache that was at version 6 reloads, and the new writes' notifications
 // (versions 1 and 2) come while its reload's snapshot, taken before them,
 // is applied: they must still wake it, though they are below the version
@@ -269,7 +272,8 @@ func TestCacheFollowsAPartitionDeletedAndWrittenAgain(t *testing.T) {
 	b.DropNotifications(true)
 	execSQL(t, admin, fmt.Sprintf(`DELETE FROM rlmm_segments WHERE topic_id = '%[1]s' AND partition = %[2]d;
 DELETE FROM rlmm_epoch_ends WHERE topic_id = '%[1]s' AND partition = %[2]d;
-DELETE FROM rlmm_partitions WHERE topic_id = '%[1]s' AND partition = %[2]d`, tp.TopicID, tp.Partition))
+DELETE FROM rlmm_partitions WHERE topic_id = '%[1]s' AND partition = %[2]d;
+SELECT rlmm_resync()`, tp.TopicID, tp.Partition))
 	var generation int64
 	require.NoError(t, admin.QueryRow(ctx, "SELECT generation FROM rlmm_data_generation").Scan(&generation))
 	waitHeard(t, heard, fmt.Sprintf("reset/%d", generation))

@@ -158,20 +158,23 @@ func TestDBAQueriesExtraction(t *testing.T) {
 	}
 }
 
-// TestRepairGuideIsWhereTheHintsSay: the guard triggers' HINTs (migrations
-// 00002 and 00004) say 'see README, "Repairing by hand"'; the README keeps
-// that heading, pointing at the guide's section.
+// TestRepairGuideIsWhereTheHintsSay: the guards' HINT says 'See
+// docs/DBA.md, "Repairs".'; the guide keeps that section, and the README's
+// "Repairs" points at it.
 func TestRepairGuideIsWhereTheHintsSay(t *testing.T) {
 	t.Parallel()
+	schema, err := os.ReadFile("schema.sql")
+	require.NoError(t, err)
+	require.Contains(t, string(schema), `HINT = 'See docs/DBA.md, "Repairs".'`)
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	_, section, found := strings.Cut(string(readme), "\n### Repairing by hand\n")
-	require.True(t, found, `README.md has no "### Repairing by hand" heading`)
+	_, section, found := strings.Cut(string(readme), "\n### Repairs\n")
+	require.True(t, found, `README.md has no "### Repairs" heading`)
 	section, _, _ = strings.Cut(section, "\n#")
-	require.Contains(t, section, "("+dbaGuide+"#repairing-by-hand)")
+	require.Contains(t, section, "("+dbaGuide+"#repairs)")
 	guide, err := os.ReadFile(dbaGuide)
 	require.NoError(t, err)
-	require.Contains(t, string(guide), "\n## Repairing by hand\n")
+	require.Contains(t, string(guide), "\n## Repairs\n")
 }
 
 // TestSchemaIsCommented: every table, view and column of the schema has a

@@ -1,19 +1,16 @@
 package remotestorage_test
 
-// The database side of EpochEndOffset (migration 00004): the backfill of
-// existing deployments, the Down migration, and the guard trigger raising
-// the epoch ends for a DBA's manual COPY_SEGMENT_FINISHED.
+// The database side of EpochEndOffset: the epoch ends that an operator's
+// repair (rlmm_set_segment_state) raises are the ones the library's own
+// writes raise.
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/migrations"
 )
 
 func requireEpochEnd(t *testing.T, m rs.KafkaExtensions, tp rs.TopicIDPartition, epoch rs.LeaderEpoch, want int64, wantOK bool) {
@@ -23,140 +20,98 @@ func requireEpochEnd(t *testing.T, m rs.KafkaExtensions, tp rs.TopicIDPartition,
 	require.Equal(t, [2]any{want, wantOK}, [2]any{got, ok}, "EpochEndOffset(%s, %d)", tp, epoch)
 }
 
-// insertRawSegment stores a segment and its epoch rows as the library would
-// have, by hand (for schemas older than the code).
-func insertRawSegment(t *testing.T, ctx context.Context, exec func(ctx context.Context, sql string, args ...any) error,
-	tp rs.TopicIDPartition, version int64, start, end int64, state int16, finished bool, epochs []int32, firsts []int64) {
-	t.Helper()
-	var finishedVersion *int64
-	if finished {
-		v := version + 1
-		finishedVersion = &v
-	}
-	require.NoError(t, exec(ctx, `
-INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
-    broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
-VALUES ($1, $2, $3, $4, $5, $6, 1000, 1, 0, 10, $7, true, $8, $9, $10::bigint, $11::bigint, $10::bigint + 2)`,
-		tp.TopicID, tp.Partition, uuid.New(), tp.Topic, start, end, state, epochs, firsts, version, finishedVersion))
-	require.NoError(t, exec(ctx, `
-INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-    segment_start_offset, segment_end_offset, added_version, finished_version, last_version)
-SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
-    coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
-    s.added_version, s.finished_version, s.last_version
-FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
-WHERE s.topic_id = $1 AND s.partition = $2 AND s.added_version = $3`, tp.TopicID, tp.Partition, version))
+// epochEndRow is a row of rlmm_epoch_ends, without its partition.
+type epochEndRow struct {
+	Epoch                                    int32
+	EndOffset, MaxSegmentSpan, RaisedVersion int64
 }
 
-// TestEpochEndsBackfill: a database at 00002 with finished, deleted and
-// unfinished segments, and a deleted partition, migrated up: the epoch ends
-// are what the library would have raised. Down removes them; up again
-// restores them.
-func TestEpochEndsBackfill(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	pool := emptyPool(t)
-	provider, err := migrations.NewProvider(stdlib.OpenDBFromPool(pool))
-	require.NoError(t, err)
-	_, err = provider.UpTo(ctx, 2)
-	require.NoError(t, err)
-	exec := func(ctx context.Context, sql string, args ...any) error {
-		_, err := pool.Exec(ctx, sql, args...)
-		return err
-	}
-
-	live := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "live", Partition: 0}
-	gone := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "gone", Partition: 0}
-	require.NoError(t, exec(ctx, `INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span) VALUES ($1, 0, 'live', 20, 100)`, live.TopicID))
-	require.NoError(t, exec(ctx, `INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms)
-		VALUES ($1, 0, 'gone', 20, 100, 2, 1, 1)`, gone.TopicID))
-	// L1's segment [0..100] with epochs {0: 0, 1: 50}, finished.
-	insertRawSegment(t, ctx, exec, live, 1, 0, 100, 1, true, []int32{0, 1}, []int64{0, 50})
-	// Finished, then deleted: still counts.
-	insertRawSegment(t, ctx, exec, live, 4, 101, 200, 3, true, []int32{1}, []int64{101})
-	// Never finished: does not count.
-	insertRawSegment(t, ctx, exec, live, 7, 201, 300, 0, false, []int32{1, 2}, []int64{201, 250})
-	insertRawSegment(t, ctx, exec, gone, 1, 0, 100, 1, true, []int32{0}, []int64{0})
-
-	_, err = provider.Up(ctx)
-	require.NoError(t, err)
-	m, err := rs.NewPgManager(ctx, pool)
-	require.NoError(t, err)
-	requireEpochEnd(t, m, live, 0, 49, true)
-	requireEpochEnd(t, m, live, 1, 200, true)
-	requireEpochEnd(t, m, live, 2, 0, false)
-	requireEpochEnd(t, m, gone, 0, 0, false)
-	// The walk's bound is backfilled too: the finished segment [0..100]
-	// reaches offset 100 of epoch 1.
-	s, ok, err := m.FirstSegmentForTimestamp(ctx, live, 1, 0, 100)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.EqualValues(t, 0, s.StartOffset)
-
-	_, err = provider.DownTo(ctx, 2)
-	require.NoError(t, err)
-	var table *string
-	require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass('rlmm_epoch_ends')::text").Scan(&table))
-	require.Nil(t, table, "Down drops rlmm_epoch_ends")
-	// The guard trigger is 00002's again: a manual finish works without the table.
-	require.NoError(t, exec(ctx, "UPDATE rlmm_segments SET state = 1 WHERE topic_id = $1 AND added_version = 7", live.TopicID))
-	_, err = provider.Up(ctx)
-	require.NoError(t, err)
-	// Re-applied, the backfill counts the segment finished meanwhile.
-	requireEpochEnd(t, m, live, 1, 249, true)
-	requireEpochEnd(t, m, live, 2, 300, true)
-	requireEpochEnd(t, m, live, 0, 49, true)
-}
-
-// TestGuardManualFinishRaisesEpochEnds: a DBA's allowed manual UPDATE to
-// COPY_SEGMENT_FINISHED raises the epoch ends as the library does, a
-// manual delete does not lower them, and a cached manager of another broker
-// sees the raise.
-func TestGuardManualFinishRaisesEpochEnds(t *testing.T) {
+// TestRepairedFinishRaisesEpochEnds: two partitions take the same
+// segments, one through the library's updates, the other through
+// rlmm_set_segment_state. After every step both have the same version and
+// the same epoch ends (end offset, longest segment, and the version that
+// raised them): a COPY_SEGMENT_FINISHED raises them to the segment's
+// ranges, a finished segment that ends lower (an overlapping one) lowers
+// and restamps nothing, and deletes leave them as they were.
+func TestRepairedFinishRaisesEpochEnds(t *testing.T) {
 	t.Parallel()
 	f := newGuardFixture(t)
 	ctx := t.Context()
-	id := f.addSegmentIn(t, rs.CopySegmentStarted) // [0..99], epochs {0: 0, 1: 20}
-	tp := id.TopicIDPartition
-	cached, err := rs.NewPgManager(ctx, f.pool, rs.WithCache())
-	require.NoError(t, err)
-	t.Cleanup(cached.Close)
-	require.NoError(t, cached.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
-	waitLoaded(t, cached, tp)
-	requireEpochEnd(t, f.m, tp, 0, 0, false)
-	requireEpochEnd(t, cached, tp, 0, 0, false)
-
-	_, err = f.pool.Exec(ctx, "UPDATE rlmm_segments SET state = 1 WHERE segment_id = $1", id.ID)
-	require.NoError(t, err)
-	requireEpochEnd(t, f.m, tp, 0, 19, true)
-	requireEpochEnd(t, f.m, tp, 1, 99, true)
-	var raised, version int64
-	require.NoError(t, f.pool.QueryRow(ctx, `SELECT max(e.raised_version), max(p.version) FROM rlmm_epoch_ends e
-		JOIN rlmm_partitions p USING (topic_id, partition) WHERE e.topic_id = $1`, tp.TopicID).Scan(&raised, &version))
-	require.Equal(t, version, raised, "raised at the version the trigger gave the write")
-	caughtUp(cached).WaitUntil(t, "the cache caught up", func() bool {
-		ok, err := cached.CaughtUp(ctx, tp)
-		return err == nil && ok
-	})
-	requireEpochEnd(t, cached, tp, 0, 19, true)
-	requireEpochEnd(t, cached, tp, 1, 99, true)
-
-	for _, state := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
-		_, err = f.pool.Exec(ctx, "UPDATE rlmm_segments SET state = $1 WHERE segment_id = $2", int16(state), id.ID)
+	library := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
+	repaired := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
+	epochEnds := func(tp rs.TopicIDPartition) (version int64, rows []epochEndRow) {
+		t.Helper()
+		require.NoError(t, f.pool.QueryRow(ctx, "SELECT version FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
+			tp.TopicID, tp.Partition).Scan(&version))
+		r, err := f.pool.Query(ctx, `SELECT epoch, end_offset, max_segment_span, raised_version FROM rlmm_epoch_ends
+			WHERE topic_id = $1 AND partition = $2 ORDER BY epoch`, tp.TopicID, tp.Partition)
 		require.NoError(t, err)
-		requireEpochEnd(t, f.m, tp, 0, 19, true)
+		for r.Next() {
+			var e epochEndRow
+			require.NoError(t, r.Scan(&e.Epoch, &e.EndOffset, &e.MaxSegmentSpan, &e.RaisedVersion))
+			rows = append(rows, e)
+		}
+		require.NoError(t, r.Err())
+		return version, rows
 	}
-	_, found, err := f.m.HighestOffsetForEpoch(ctx, tp, 0)
-	require.NoError(t, err)
-	require.False(t, found, "the segment is forgotten")
-
-	// A broker that loads the partition only now still learns the epoch ends.
-	late, err := rs.NewPgManager(ctx, f.pool, rs.WithCache())
-	require.NoError(t, err)
-	t.Cleanup(late.Close)
-	require.NoError(t, late.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
-	waitLoaded(t, late, tp)
-	requireEpochEnd(t, late, tp, 0, 19, true)
-	requireEpochEnd(t, late, tp, 1, 99, true)
+	type step struct {
+		name  string
+		start int64
+		end   int64
+		// epochs of the segment added, or nil: state is applied to the
+		// segment of the step named by of.
+		epochs map[rs.LeaderEpoch]int64
+		state  rs.RemoteLogSegmentState
+		of     string
+		want   []epochEndRow
+	}
+	steps := []step{
+		{name: "s1", start: 0, end: 99, epochs: map[rs.LeaderEpoch]int64{0: 0, 1: 20}, state: rs.CopySegmentFinished,
+			want: []epochEndRow{{0, 19, 99, 2}, {1, 99, 99, 2}}},
+		{name: "s2", start: 100, end: 149, epochs: map[rs.LeaderEpoch]int64{1: 100}, state: rs.CopySegmentFinished,
+			want: []epochEndRow{{0, 19, 99, 2}, {1, 149, 99, 4}}},
+		// Ends below epoch 1's end and is shorter than the longest segment.
+		{name: "s3", start: 50, end: 79, epochs: map[rs.LeaderEpoch]int64{1: 50}, state: rs.CopySegmentFinished,
+			want: []epochEndRow{{0, 19, 99, 2}, {1, 149, 99, 4}}},
+		{name: "s4", start: 150, end: 549, epochs: map[rs.LeaderEpoch]int64{1: 150, 2: 300}, state: rs.CopySegmentFinished,
+			want: []epochEndRow{{0, 19, 99, 2}, {1, 299, 399, 8}, {2, 549, 399, 8}}},
+		{name: "s4 delete started", of: "s4", state: rs.DeleteSegmentStarted,
+			want: []epochEndRow{{0, 19, 99, 2}, {1, 299, 399, 8}, {2, 549, 399, 8}}},
+		{name: "s4 delete finished", of: "s4", state: rs.DeleteSegmentFinished,
+			want: []epochEndRow{{0, 19, 99, 2}, {1, 299, 399, 8}, {2, 549, 399, 8}}},
+		// Unfinished segments raise nothing.
+		{name: "s5", start: 550, end: 599, epochs: map[rs.LeaderEpoch]int64{2: 550, 3: 560}, state: rs.CopySegmentStarted,
+			want: []epochEndRow{{0, 19, 99, 2}, {1, 299, 399, 8}, {2, 549, 399, 8}}},
+	}
+	added := map[string][2]rs.RemoteLogSegmentMetadata{} // step name -> the segment in library, in repaired
+	for _, st := range steps {
+		var pair [2]rs.RemoteLogSegmentMetadata
+		if st.epochs != nil {
+			for i, tp := range []rs.TopicIDPartition{library, repaired} {
+				pair[i] = segment(tp, st.start, st.end, st.epochs)
+				require.NoError(t, f.m.AddRemoteLogSegmentMetadata(ctx, pair[i]), st.name)
+			}
+			added[st.name] = pair
+		} else {
+			pair = added[st.of]
+		}
+		if st.state != rs.CopySegmentStarted {
+			require.NoError(t, f.m.UpdateRemoteLogSegmentMetadata(ctx, update(pair[0], st.state)), st.name)
+			var version int64
+			require.NoError(t, f.pool.QueryRow(ctx, "SELECT rlmm_set_segment_state($1, $2, 1, 1)", pair[1].SegmentID.ID, st.state.String()).
+				Scan(&version), st.name)
+			require.Equal(t, partitionVersion(t, f.pool, repaired), version, st.name)
+		}
+		libraryVersion, libraryEnds := epochEnds(library)
+		repairedVersion, repairedEnds := epochEnds(repaired)
+		require.Equal(t, st.want, libraryEnds, "%s: the library's epoch ends", st.name)
+		require.Equal(t, libraryVersion, repairedVersion, "%s: the versions", st.name)
+		require.Equal(t, libraryEnds, repairedEnds, "%s: the repaired partition's epoch ends against the library's", st.name)
+	}
+	for _, tp := range []rs.TopicIDPartition{library, repaired} {
+		requireEpochEnd(t, f.m, tp, 0, 19, true)
+		requireEpochEnd(t, f.m, tp, 1, 299, true)
+		requireEpochEnd(t, f.m, tp, 2, 549, true)
+		requireEpochEnd(t, f.m, tp, 3, 0, false)
+	}
 }

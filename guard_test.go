@@ -1,18 +1,20 @@
 package remotestorage_test
 
-// The database-side guards (the guard triggers, as schema.sql shows them):
-// the transition tables the triggers read must say exactly what
-// statemachine.go says, a manual UPDATE outside the state machines fails
-// with a message a DBA can act on, and an allowed one gets the library's
-// bookkeeping (epoch rows, versions).
+// The database-side guards of the states (rlmm_state_guard, as schema.sql
+// shows it): the transition tables the repair functions read must say
+// exactly what statemachine.go says; a raw UPDATE of a segment's or an
+// epoch row's state, or of a partition's delete state, that does not stamp
+// a new version is refused with a message naming the repair function to
+// call; the library's own writes, which stamp one, pass.
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -35,9 +37,24 @@ func readPairs(t *testing.T, pool *pgxpool.Pool, sql string) map[[2]int16]bool {
 	return pairs
 }
 
-// TestGuardTablesMatchStateMachine fails when the transition tables that the
-// triggers read drift from statemachine.go, for every pair of int8 values
-// (so also for values that are no state at all).
+// requireRawStateChange checks that err is rlmm_state_guard's refusal of a
+// raw state change of table: SQLSTATE 23514, constraint
+// <table>_raw_state_change, the table named, and a message that mentions
+// each of mentions.
+func requireRawStateChange(t *testing.T, err error, table string, mentions ...string) {
+	t.Helper()
+	requireGuardError(t, err, table+"_raw_state_change", mentions...)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr))
+	require.Equal(t, table, pgErr.TableName, pgErr.Message)
+	require.Contains(t, pgErr.Hint, "docs/DBA.md")
+}
+
+// TestGuardTablesMatchStateMachine fails when the transition tables that
+// rlmm_set_segment_state and rlmm_set_partition_delete_state read drift
+// from statemachine.go, for every pair of int8 values (so also for values
+// that are no state at all), or when the state names they print are not
+// the Go names.
 func TestGuardTablesMatchStateMachine(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -61,7 +78,7 @@ func TestGuardTablesMatchStateMachine(t *testing.T) {
 		}
 	}
 
-	// The names the triggers and the views print are the Go names.
+	// The names the repair functions and the views print are the Go names.
 	names := func(sql string) map[int16]string {
 		rows, err := pool.Query(t.Context(), sql)
 		require.NoError(t, err)
@@ -88,7 +105,12 @@ func TestGuardTablesMatchStateMachine(t *testing.T) {
 }
 
 // TestGuardSegmentStateEveryPair drives a segment to each state through the
-// library, then tries to move it to each state with a DBA's plain UPDATE.
+// library, then tries to move it, and then its epoch rows, to each state
+// with a DBA's plain UPDATE that stamps no new version. Every change is
+// refused, whether the state machine allows the transition or not, with
+// the constraint <table>_raw_state_change and a message naming
+// rlmm_set_segment_state for the segment; nothing changes. An UPDATE to the
+// state the row is in changes nothing and passes.
 func TestGuardSegmentStateEveryPair(t *testing.T) {
 	t.Parallel()
 	f := newGuardFixture(t)
@@ -99,144 +121,36 @@ func TestGuardSegmentStateEveryPair(t *testing.T) {
 			t.Run(fmt.Sprintf("%s_to_%s", from, to), func(t *testing.T) {
 				id := f.addSegmentIn(t, from)
 				before := f.bookkeeping(t, id)
-				_, err := f.pool.Exec(ctx, "UPDATE rlmm_segments SET state = $1 WHERE segment_id = $2", int16(to), id.ID)
-				after := f.bookkeeping(t, id)
-				if from == to {
-					// Changes nothing, so fires no trigger: even
-					// COPY_SEGMENT_STARTED to itself, which the library
-					// refuses, is harmless here.
-					require.NoError(t, err)
-					require.Equal(t, before, after)
-					return
+				require.Equal(t, int16(from), before.segmentState)
+				require.Equal(t, []int16{int16(from), int16(from)}, before.epochStates)
+				for _, table := range []string{"rlmm_segments", "rlmm_segment_epochs"} {
+					_, err := f.pool.Exec(ctx, "UPDATE "+table+" SET state = $1 WHERE segment_id = $2", int16(to), id.ID)
+					if from == to {
+						require.NoError(t, err, table)
+						continue
+					}
+					requireRawStateChange(t, err, table, id.ID.String(), "a raw UPDATE of state",
+						fmt.Sprintf("call rlmm_set_segment_state('%s', <state>)", id.ID))
 				}
-				if !rs.SegmentTransitionAllowed(from, to) {
-					requireGuardError(t, err, "rlmm_segments_state_transition",
-						id.ID.String(), from.String()+" -> "+to.String(), "rlmmctl segments set-state "+id.ID.String())
-					require.Equal(t, before, after, "a refused UPDATE changes nothing")
-					return
-				}
-				require.NoError(t, err)
-				// The library's bookkeeping, done by the trigger.
-				require.Equal(t, before.partitionVersion+1, after.partitionVersion)
-				require.Equal(t, int16(to), after.segmentState)
-				require.Equal(t, after.partitionVersion, after.lastVersion)
-				require.Equal(t, []int16{int16(to), int16(to)}, after.epochStates)
-				require.Equal(t, []*int64{after.finishedVersion, after.finishedVersion}, after.epochFinished)
-				if to == rs.CopySegmentFinished {
-					require.Equal(t, &after.partitionVersion, after.finishedVersion)
-				} else {
-					require.Equal(t, before.finishedVersion, after.finishedVersion)
-				}
+				require.Equal(t, before, f.bookkeeping(t, id), "a refused UPDATE changes nothing")
 			})
 		}
 	}
 }
 
-// TestGuardManualRepairIsSeenByTheLibrary: after a DBA finishes a copy by
-// hand, brokers' lookups find the segment, exactly as after the library's
-// update; a later library update still works.
-func TestGuardManualRepairIsSeenByTheLibrary(t *testing.T) {
-	t.Parallel()
-	f := newGuardFixture(t)
-	ctx := t.Context()
-	id := f.addSegmentIn(t, rs.CopySegmentStarted)
-	tp := id.TopicIDPartition
-
-	_, found, err := f.m.RemoteLogSegmentMetadata(ctx, tp, 1, 50)
-	require.NoError(t, err)
-	require.False(t, found)
-
-	_, err = f.pool.Exec(ctx, "UPDATE rlmm_segments SET state = 1, broker_id = 42 WHERE segment_id = $1", id.ID)
-	require.NoError(t, err)
-
-	got, found, err := f.m.RemoteLogSegmentMetadata(ctx, tp, 1, 50)
-	require.NoError(t, err)
-	require.True(t, found)
-	require.Equal(t, id, got.SegmentID)
-	require.Equal(t, rs.CopySegmentFinished, got.State)
-	require.EqualValues(t, 42, got.BrokerID)
-	highest, found, err := f.m.HighestOffsetForEpoch(ctx, tp, 0)
-	require.NoError(t, err)
-	require.True(t, found)
-	require.EqualValues(t, 99, highest)
-
-	// The library goes on from the repaired state.
-	require.NoError(t, f.m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{
-		SegmentID: id, State: rs.DeleteSegmentStarted, BrokerID: 1}))
-	_, found, err = f.m.RemoteLogSegmentMetadata(ctx, tp, 1, 50)
-	require.NoError(t, err)
-	require.False(t, found)
-	require.Equal(t, int16(rs.DeleteSegmentStarted), f.bookkeeping(t, id).epochStates[1])
-}
-
-// TestGuardLibraryPathUnchanged: the triggers add nothing to the library's
-// own writes: one version per write, epoch rows written once.
-func TestGuardLibraryPathUnchanged(t *testing.T) {
-	t.Parallel()
-	f := newGuardFixture(t)
-	id := f.addSegmentIn(t, rs.DeleteSegmentStarted) // add, COPY_FINISHED, DELETE_STARTED
-	b := f.bookkeeping(t, id)
-	require.EqualValues(t, 3, b.partitionVersion)
-	require.EqualValues(t, 3, b.lastVersion)
-	require.Equal(t, int64(2), *b.finishedVersion)
-	require.Equal(t, []*int64{b.finishedVersion, b.finishedVersion}, b.epochFinished)
-	require.Equal(t, []int16{2, 2}, b.epochStates)
-	// The epoch rows were last written by the library's statement itself
-	// (command 0 of its transaction), not again by a trigger (a later
-	// command of the same transaction).
-	require.Equal(t, []int64{0, 0}, f.epochCommandIDs(t, id))
-
-	// A manual UPDATE is one command; the trigger's write of the epoch
-	// rows comes after it.
-	_, err := f.pool.Exec(t.Context(), "UPDATE rlmm_segments SET state = 3 WHERE segment_id = $1", id.ID)
-	require.NoError(t, err)
-	for _, cid := range f.epochCommandIDs(t, id) {
-		require.Positive(t, cid)
-	}
-}
-
-// TestGuardEpochRowsFollowTheSegment: the epoch rows cannot be moved on
-// their own.
-func TestGuardEpochRowsFollowTheSegment(t *testing.T) {
-	t.Parallel()
-	f := newGuardFixture(t)
-	id := f.addSegmentIn(t, rs.CopySegmentStarted)
-	before := f.bookkeeping(t, id)
-	_, err := f.pool.Exec(t.Context(), "UPDATE rlmm_segment_epochs SET state = 1, finished_version = 1 WHERE segment_id = $1", id.ID)
-	requireGuardError(t, err, "rlmm_segment_epochs_state_follows_segment",
-		id.ID.String(), "Update rlmm_segments.state instead", "rlmmctl segments set-state")
-	require.Equal(t, before, f.bookkeeping(t, id))
-}
-
-// TestGuardForgottenPartition: the segments of a deleted partition are
-// forgotten; the guard refuses to move them, as the library does.
-func TestGuardForgottenPartition(t *testing.T) {
-	t.Parallel()
-	f := newGuardFixture(t)
-	ctx := t.Context()
-	id := f.addSegmentIn(t, rs.CopySegmentFinished)
-	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
-		require.NoError(t, f.m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
-			TopicIDPartition: id.TopicIDPartition, State: st, BrokerID: 1}))
-	}
-	_, err := f.pool.Exec(ctx, "UPDATE rlmm_segments SET state = 2 WHERE segment_id = $1", id.ID)
-	requireGuardError(t, err, "rlmm_segments_state_transition", id.ID.String(), "DELETE_PARTITION_FINISHED")
-}
-
 // TestGuardPartitionDeleteStateEveryPair drives a partition to each delete
-// state through the library, then tries each delete state by hand.
+// state through the library, then tries each delete state with a DBA's
+// plain UPDATE that leaves the version as it is. Every change is refused,
+// whether the state machine allows it or not, with the constraint
+// rlmm_partitions_raw_state_change and a message naming
+// rlmm_set_partition_delete_state for the partition; nothing changes. An
+// UPDATE that keeps the delete state passes and leaves the version alone.
 func TestGuardPartitionDeleteStateEveryPair(t *testing.T) {
 	t.Parallel()
 	f := newGuardFixture(t)
 	ctx := t.Context()
 	const none = rs.RemotePartitionDeleteState(-1)
 	states := []rs.RemotePartitionDeleteState{none, rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished}
-	allowed := func(from, to rs.RemotePartitionDeleteState) bool {
-		if to == none {
-			return from == none // no write at all
-		}
-		return rs.PartitionDeleteTransitionAllowed(from, from != none, to)
-	}
 	for i, from := range states {
 		for _, to := range states {
 			t.Run(fmt.Sprintf("%s_to_%s", from, to), func(t *testing.T) {
@@ -245,43 +159,107 @@ func TestGuardPartitionDeleteStateEveryPair(t *testing.T) {
 					require.NoError(t, f.m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
 						TopicIDPartition: tp, State: st, BrokerID: 1}))
 				}
-				version := func() int64 {
-					var version int64
-					require.NoError(t, f.pool.QueryRow(ctx, "SELECT version FROM rlmm_partitions WHERE topic_id = $1", tp.TopicID).Scan(&version))
-					return version
+				read := func() (version int64, state *int16) {
+					require.NoError(t, f.pool.QueryRow(ctx, "SELECT version, delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
+						tp.TopicID, tp.Partition).Scan(&version, &state))
+					return version, state
 				}
-				before := version()
+				beforeVersion, beforeState := read()
+				if from == none {
+					require.Nil(t, beforeState)
+				} else {
+					require.Equal(t, int16(from), *beforeState)
+				}
 				var err error
 				if to == none {
 					_, err = f.pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = NULL, delete_broker_id = NULL,
-						delete_event_timestamp_ms = NULL WHERE topic_id = $1`, tp.TopicID)
+						delete_event_timestamp_ms = NULL WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
 				} else {
-					_, err = f.pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = $2, delete_broker_id = 7,
-						delete_event_timestamp_ms = 0 WHERE topic_id = $1`, tp.TopicID, int16(to))
+					_, err = f.pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = $3, delete_broker_id = 7,
+						delete_event_timestamp_ms = 0 WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition, int16(to))
 				}
-				if !allowed(from, to) {
-					requireGuardError(t, err, "rlmm_partitions_delete_state_transition",
-						"orders-0", tp.TopicID.String(), from.String()+" -> "+to.String(), "rlmmctl partitions set-delete-state")
-					require.Equal(t, before, version())
+				afterVersion, afterState := read()
+				require.Equal(t, beforeVersion, afterVersion)
+				require.Equal(t, beforeState, afterState)
+				if from == to {
+					require.NoError(t, err)
 					return
 				}
-				require.NoError(t, err)
-				if from == to {
-					require.Equal(t, before, version())
-				} else {
-					require.Equal(t, before+1, version(), "the trigger bumps the version of a manual change")
-				}
+				requireRawStateChange(t, err, "rlmm_partitions", "partition orders-0 (topic id "+tp.TopicID.String()+")",
+					"a raw UPDATE of delete_state", fmt.Sprintf("call rlmm_set_partition_delete_state('%s', 0, <state>)", tp.TopicID))
 			})
 		}
 	}
 }
 
-// TestGuardStatesAreValidated: a value that is no state is refused by the
-// guard before the CHECK constraint sees it, with the same advice.
+// TestGuardLibraryPathUnchanged: the guards let the library's own writes
+// through, as they stamp a new version in the statement that changes a
+// state: one version per write, the epoch rows written by the statement
+// itself (command 0 of its transaction) and following the segment, and
+// each partition-delete record moving the delete state and the version
+// together.
+func TestGuardLibraryPathUnchanged(t *testing.T) {
+	t.Parallel()
+	f := newGuardFixture(t)
+	ctx := t.Context()
+	id := f.addSegmentIn(t, rs.DeleteSegmentStarted) // add, COPY_FINISHED, DELETE_STARTED
+	b := f.bookkeeping(t, id)
+	require.EqualValues(t, 3, b.partitionVersion)
+	require.EqualValues(t, 3, b.lastVersion)
+	require.Equal(t, int64(2), *b.finishedVersion)
+	require.Equal(t, []*int64{b.finishedVersion, b.finishedVersion}, b.epochFinished)
+	require.Equal(t, []int16{2, 2}, b.epochStates)
+	require.Equal(t, []int64{0, 0}, f.epochCommandIDs(t, id))
+
+	require.NoError(t, f.m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{
+		SegmentID: id, State: rs.DeleteSegmentFinished, BrokerID: 1, EventTimestampMs: 1}))
+	b = f.bookkeeping(t, id)
+	require.EqualValues(t, 4, b.partitionVersion)
+	require.EqualValues(t, 4, b.lastVersion)
+	require.Equal(t, []int16{3, 3}, b.epochStates)
+	require.Equal(t, []int64{0, 0}, f.epochCommandIDs(t, id))
+
+	tp := id.TopicIDPartition
+	for i, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+		require.NoError(t, f.m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
+			TopicIDPartition: tp, State: st, BrokerID: 1}))
+		var version int64
+		var state int16
+		require.NoError(t, f.pool.QueryRow(ctx, "SELECT version, delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
+			tp.TopicID, tp.Partition).Scan(&version, &state))
+		require.EqualValues(t, 5+i, version, st.String())
+		require.Equal(t, int16(st), state)
+	}
+}
+
+// TestGuardStatesAreValidated: a value that is no state, written without a
+// new version, is refused by the guard before any CHECK constraint sees it;
+// written with one, the guard lets it through and the table's state CHECK
+// constraint refuses it.
 func TestGuardStatesAreValidated(t *testing.T) {
 	t.Parallel()
 	f := newGuardFixture(t)
+	ctx := t.Context()
 	id := f.addSegmentIn(t, rs.CopySegmentFinished)
-	_, err := f.pool.Exec(context.Background(), "UPDATE rlmm_segments SET state = 7 WHERE segment_id = $1", id.ID)
-	requireGuardError(t, err, "rlmm_segments_state_transition", "COPY_SEGMENT_FINISHED -> unknown state 7")
+	tp := id.TopicIDPartition
+	before := f.bookkeeping(t, id)
+	checkViolation := func(table, constraint string) string {
+		return fmt.Sprintf(`new row for relation "%s" violates check constraint "%s"`, table, constraint)
+	}
+
+	for _, table := range []string{"rlmm_segments", "rlmm_segment_epochs"} {
+		_, err := f.pool.Exec(ctx, "UPDATE "+table+" SET state = 7 WHERE segment_id = $1", id.ID)
+		requireRawStateChange(t, err, table, id.ID.String(), "rlmm_set_segment_state(")
+		_, err = f.pool.Exec(ctx, "UPDATE "+table+" SET state = 7, last_version = last_version + 1 WHERE segment_id = $1", id.ID)
+		requireGuardError(t, err, table+"_state_check", checkViolation(table, table+"_state_check"))
+	}
+	require.Equal(t, before, f.bookkeeping(t, id))
+
+	_, err := f.pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = 9, delete_broker_id = 1, delete_event_timestamp_ms = 1
+		WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
+	requireRawStateChange(t, err, "rlmm_partitions", tp.TopicID.String(), "rlmm_set_partition_delete_state(")
+	_, err = f.pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = 9, delete_broker_id = 1, delete_event_timestamp_ms = 1,
+		version = version + 1 WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
+	requireGuardError(t, err, "rlmm_partitions_delete_state_check", checkViolation("rlmm_partitions", "rlmm_partitions_delete_state_check"))
+	require.Equal(t, before, f.bookkeeping(t, id))
 }

@@ -406,10 +406,10 @@ SELECT $1::uuid, $2::integer, md5($1::uuid::text || i)::uuid, $3::text, i * 100,
     2 * i + 1, 2 * i + 2, 2 * i + 2
 FROM generate_series(0, $4::integer - 1) i`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
 		{`INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-    segment_start_offset, segment_end_offset, added_version, finished_version, segment_size_bytes, max_timestamp_ms)
+    segment_start_offset, segment_end_offset, added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms)
 SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
     coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
-    s.added_version, s.finished_version, s.segment_size_bytes, s.max_timestamp_ms
+    s.added_version, s.finished_version, s.last_version, s.segment_size_bytes, s.max_timestamp_ms
 FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
 WHERE s.topic_id = $1 AND s.partition = $2`, []any{tp.TopicID, tp.Partition}},
 		{`INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)

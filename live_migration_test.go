@@ -35,6 +35,7 @@ type liveStep struct {
 	oldCommit string // the code the brokers run
 	oldSchema int64  // its schema version: the database starts there
 	target    int64  // Migrate applies up to this version
+	fsys      fs.FS  // the migrations; nil: the embedded ones
 	// checkEpochEnds: after the migration, compare the new code's
 	// EpochEndOffset with what the old brokers finished.
 	checkEpochEnds bool
@@ -83,11 +84,14 @@ func commitBefore(t *testing.T, name string) string {
 	return git(t, "rev-parse", "--verify", old+"^{commit}")
 }
 
-// liveSteps plans the test: for each migration since 00004, the commit
-// before the one that added it on the first-parent history (the code that
-// was running when it shipped; this commit when it is not committed yet).
-// And one more step: the oldest of those codes kept running while Migrate
-// takes its schema to the newest, then checked for what it finished.
+// liveSteps plans the test: for each migration after release 1's
+// baseline, the commit before the one that added it on the first-parent
+// history (the code that was running when it shipped; this commit when it
+// is not committed yet); then the oldest of those codes kept running while
+// Migrate takes its schema to the newest, checked for what it finished.
+// And, whatever ships, a test-only next migration of the kind a release
+// adds (columns on the data tables and a function, in the migration's
+// transaction behind the prelude) under brokers of this commit.
 func liveSteps(t *testing.T) []liveStep {
 	t.Helper()
 	names, err := fs.Glob(migrations.FS(), "*.sql")
@@ -97,17 +101,34 @@ func liveSteps(t *testing.T) []liveStep {
 		var v int64
 		_, err := fmt.Sscanf(name, "%d_", &v)
 		require.NoError(t, err)
-		if v < 4 {
+		if v <= migrations.Baseline {
 			continue
 		}
 		old := commitBefore(t, name)
 		steps = append(steps, liveStep{name: fmt.Sprintf("%05d", v), oldCommit: old, oldSchema: schemaAt(t, old), target: v})
 	}
-	require.NotEmpty(t, steps)
-	require.Less(t, steps[0].oldSchema, steps[0].target)
+	if len(steps) > 0 {
+		require.Less(t, steps[0].oldSchema, steps[0].target)
+		steps = append(steps, liveStep{
+			name: fmt.Sprintf("schema %d to %d", steps[0].oldSchema, rs.SchemaVersion), oldCommit: steps[0].oldCommit,
+			oldSchema: steps[0].oldSchema, target: rs.SchemaVersion, checkEpochEnds: true,
+		})
+	}
 	steps = append(steps, liveStep{
-		name: fmt.Sprintf("schema %d to %d", steps[0].oldSchema, rs.SchemaVersion), oldCommit: steps[0].oldCommit,
-		oldSchema: steps[0].oldSchema, target: rs.SchemaVersion, checkEpochEnds: true,
+		name: "a next migration", oldCommit: git(t, "rev-parse", "--verify", "HEAD^{commit}"),
+		oldSchema: rs.SchemaVersion, target: rs.SchemaVersion + 1, checkEpochEnds: true,
+		fsys: withNext(t, fmt.Sprintf(`-- rlmm:compatible-with %d
+-- +goose Up
+ALTER TABLE rlmm_segments ADD COLUMN live_test_note text;
+ALTER TABLE rlmm_segment_epochs ADD COLUMN live_test_note text;
+ALTER TABLE rlmm_epoch_ends ADD COLUMN live_test_note text;
+CREATE FUNCTION rlmm_live_test() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM rlmm_partitions';
+-- +goose Down
+DROP FUNCTION rlmm_live_test();
+ALTER TABLE rlmm_epoch_ends DROP COLUMN live_test_note;
+ALTER TABLE rlmm_segment_epochs DROP COLUMN live_test_note;
+ALTER TABLE rlmm_segments DROP COLUMN live_test_note;
+`, rs.SchemaVersion)),
 	})
 	return steps
 }
@@ -222,7 +243,8 @@ type liveLine struct {
 	Done      bool             `json:"done"`
 }
 
-// Each migration since 00004 applied while brokers running the code of the
+// Each migration after release 1's baseline, and a test-only next
+// migration (liveSteps), applied while brokers running the code of the
 // schema before it (built from its commit, in processes of their own)
 // write and read as fast as they can: Migrate succeeds, and none of the
 // brokers' calls fails. A deadlock between the migration's locks and the
@@ -254,7 +276,11 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 	ctx := t.Context()
 	dsn := pgtest.NewEmptyDatabase(t)
 	admin := newPool(t, dsn, 0, false)
-	require.NoError(t, rs.MigrateTo(ctx, admin, step.oldSchema))
+	fsys := step.fsys
+	if fsys == nil {
+		fsys = migrations.FS()
+	}
+	require.NoError(t, rs.MigrateFSTo(ctx, admin, fsys, step.oldSchema))
 
 	cmd := exec.Command(bin, "-dsn", dsn, "-brokers", "3")
 	stdin, err := cmd.StdinPipe()
@@ -327,7 +353,7 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 	before := rounds
 	lmu.Unlock()
 	start := time.Now()
-	require.NoError(t, rs.MigrateTo(ctx, admin, step.target), "Migrate to %d under brokers of commit %s (schema %d)", step.target, step.oldCommit, step.oldSchema)
+	require.NoError(t, rs.MigrateFSTo(ctx, admin, fsys, step.target), "Migrate to %d under brokers of commit %s (schema %d)", step.target, step.oldCommit, step.oldSchema)
 	took := time.Since(start)
 	lmu.Lock()
 	during := rounds - before

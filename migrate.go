@@ -17,7 +17,7 @@ import (
 
 // SchemaVersion is the schema version this code expects: the number of the
 // newest embedded migration (a test fails when they differ).
-const SchemaVersion int64 = 18
+const SchemaVersion int64 = 19
 
 // Migrate applies the embedded goose migrations to the database (in the
 // first schema of the connection's search_path). It is idempotent, and
@@ -77,6 +77,8 @@ func checkSchemaVersion(ctx context.Context, pool *pgxpool.Pool) error {
 	switch {
 	case version == 0:
 		return newError(ErrSchemaMismatch, "the database has no remotestorage schema (version table %s not found or empty); run remotestorage.Migrate or `rlmmctl migrate up` first", migrations.VersionTable)
+	case version < migrations.Baseline:
+		return newError(ErrSchemaMismatch, "the database schema is at pre-release version %d, this code needs %d (release %d); run remotestorage.Migrate or `rlmmctl migrate up`, which moves a database at %d onto release 1's baseline (an older one must reach %d with pre-release code first; see docs/MIGRATIONS.md)", version, SchemaVersion, migrations.ReleaseOf(migrations.Baseline), migrations.Baseline-1, migrations.Baseline-1)
 	case version < SchemaVersion:
 		return newError(ErrSchemaMismatch, "the database schema is at version %d, this code needs %d; run remotestorage.Migrate or `rlmmctl migrate up`", version, SchemaVersion)
 	case version > SchemaVersion:

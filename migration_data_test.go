@@ -2,6 +2,7 @@ package remotestorage_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -35,41 +37,37 @@ var migrationDataDriver = oldProgram{
 }
 
 // migrationDataTables are the library's data tables, with the columns the
-// rows are compared by: every column of the older schema.
+// rows are compared by: every column of the older schema but those the
+// baseline dropped.
 var migrationDataTables = []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs", "rlmm_epoch_ends"}
 
-// A database populated by the code of schema 7 (built from the commit
-// before the one that added the first later migration, on the first-parent
-// history) migrates to the newest schema with every segment, epoch range,
-// epoch end and partition delete state intact. The workload of package
-// migrationdata (a few hundred segments in every state, several epochs,
-// unclean elections, partition deletes, refused calls) is written by that
-// code, and replayed into rlmmtest.Model in process. The old code's
-// outcomes and answers equal the model's; after Migrate, every row of the
-// data tables is there with the same values in the old schema's columns
-// (the migrations since 7 only add: columns, tables, triggers, functions,
-// indexes; 00012's backfill finds nothing to raise after code that raised
-// the epoch ends itself), and the current code's answers equal the model's.
-// A test-only migration that drops an epoch row and lowers an epoch end is
-// caught.
-func TestMigrationFromSchema7KeepsTheData(t *testing.T) {
+// droppedByBaseline are the pre-release columns release 1's baseline does
+// not keep: the marks that only the dropped bookkeeping triggers read.
+var droppedByBaseline = map[string][]string{
+	"rlmm_segments":   {"epoch_ends_raised"},
+	"rlmm_partitions": {"purged_version"},
+}
+
+// A database populated by the code of the last pre-release schema (18,
+// built from the commit before the one that added release 1's baseline,
+// on the first-parent history, and migrated by that code's own migration
+// chain) moves onto the baseline with every segment, epoch range, epoch end
+// and partition delete state intact. The workload of package migrationdata
+// (a few hundred segments in every state, several epochs, unclean
+// elections, partition deletes, refused calls) is written by that code,
+// and replayed into rlmmtest.Model in process. The old code's outcomes and
+// answers equal the model's; after Migrate, every row of the data tables is
+// there with the same values in every column the baseline keeps, and the
+// current code's answers equal the model's. A test-only migration after
+// the baseline that drops an epoch row and lowers an epoch end is caught.
+func TestPreReleaseDataMovesOntoTheBaseline(t *testing.T) {
 	t.Parallel()
-	const from = 7
-	names, err := fs.Glob(migrations.FS(), "*.sql")
+	const from = migrations.Baseline - 1
+	baseline, err := fs.Glob(migrations.FS(), fmt.Sprintf("%05d_*.sql", migrations.Baseline))
 	require.NoError(t, err)
-	next := ""
-	for _, name := range names {
-		var v int64
-		_, err := fmt.Sscanf(name, "%d_", &v)
-		require.NoError(t, err)
-		if v > from {
-			next = name
-			break
-		}
-	}
-	require.NotEmpty(t, next, "no migration after %d", from)
-	old := commitBefore(t, next)
-	require.Equal(t, int64(from), schemaAt(t, old), "the commit before the one that added %s", next)
+	require.Len(t, baseline, 1)
+	old := commitBefore(t, baseline[0])
+	require.Equal(t, int64(from), schemaAt(t, old), "the commit before the one that added %s", baseline[0])
 	root := t.TempDir()
 	build := sync.OnceValues(func() (string, error) { return buildOld(root, old, migrationDataDriver) })
 
@@ -86,7 +84,7 @@ func TestMigrationFromSchema7KeepsTheData(t *testing.T) {
 		t.Parallel()
 		bin, err := build()
 		require.NoError(t, err)
-		fsys := withNext(t, `-- rlmm:compatible-with 2
+		fsys := withNext(t, fmt.Sprintf(`-- rlmm:compatible-with %d
 -- +goose Up
 DELETE FROM rlmm_segment_epochs
 WHERE (topic_id, partition, segment_id, epoch) IN (
@@ -104,7 +102,7 @@ WHERE (topic_id, partition, epoch) IN (
     ORDER BY ee.topic_id, ee.partition, ee.epoch DESC LIMIT 1);
 -- +goose Down
 SELECT 1;
-`)
+`, rs.SchemaVersion))
 		findings := migrationDataFindings(t, bin, from, fsys, rs.SchemaVersion+1)
 		text := strings.Join(findings, "\n")
 		require.Contains(t, text, "rlmm_segment_epochs: ", text)
@@ -125,9 +123,7 @@ func migrationDataFindings(t *testing.T, bin string, from int64, fsys fs.FS, tar
 	ctx := t.Context()
 	dsn := pgtest.NewEmptyDatabase(t)
 	pool := newPool(t, dsn, 0, false)
-	require.NoError(t, rs.MigrateTo(ctx, pool, from))
-
-	cmd := exec.Command(bin, "-dsn", dsn, "-seed", strconv.Itoa(migrationDataSeed))
+	cmd := exec.Command(bin, "-dsn", dsn, "-seed", strconv.Itoa(migrationDataSeed), "-migrate")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -148,10 +144,34 @@ func migrationDataFindings(t *testing.T, bin string, from int64, fsys fs.FS, tar
 		require.NoError(t, err)
 		columns[table], err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
+		if target >= migrations.Baseline && from < migrations.Baseline {
+			columns[table] = slices.DeleteFunc(columns[table], func(c string) bool { return slices.Contains(droppedByBaseline[table], c) })
+		}
 		require.NotEmpty(t, columns[table], table)
 	}
 	rowsBefore := dataRows(t, pool, columns)
+	// Privileges on what keeps its name carry over the baseline.
+	role := "grantee_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	for _, sql := range []string{
+		"CREATE ROLE " + role,
+		"GRANT SELECT, UPDATE ON rlmm_segments TO " + role,
+		"GRANT SELECT ON rlmm_segments_v TO " + role,
+		"GRANT EXECUTE ON FUNCTION rlmm_resync() TO " + role,
+	} {
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
 	require.NoError(t, rs.MigrateFSTo(ctx, pool, fsys, target))
+	var privileges string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT concat_ws(' ',
+		has_table_privilege($1, 'rlmm_segments', 'SELECT'), has_table_privilege($1, 'rlmm_segments', 'UPDATE'),
+		has_table_privilege($1, 'rlmm_segments', 'DELETE'), has_table_privilege($1, 'rlmm_segments_v', 'SELECT'),
+		has_function_privilege($1, 'rlmm_resync()', 'EXECUTE'), has_function_privilege($1, 'rlmm_purge(interval, integer)', 'EXECUTE'))`,
+		role).Scan(&privileges))
+	if privileges != "t t f t t f" {
+		findings = append(findings, "privileges of a role after the migration (SELECT, UPDATE, DELETE on rlmm_segments, SELECT on rlmm_segments_v, EXECUTE on rlmm_resync and rlmm_purge): "+privileges+", want t t f t t f")
+	}
 	var version int64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT max(version_id) FROM "+migrations.VersionTable+" WHERE is_applied").Scan(&version))
 	require.Equal(t, target, version)

@@ -136,14 +136,17 @@ func TestMultipleClustersInOneDatabase(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, listA, 1)
 
-	// The guards work per schema too, even for a DBA whose search_path is
-	// elsewhere and who names the table with its schema.
+	// The guards and the repair functions work per schema too, even for a
+	// DBA whose search_path is elsewhere and who names them with their
+	// schema.
 	_, err = admin.Exec(ctx, "UPDATE cluster_a.rlmm_segments SET state = 2 WHERE segment_id = $1", id.ID)
+	require.ErrorContains(t, err, "call rlmm_set_segment_state")
+	_, err = admin.Exec(ctx, "SELECT cluster_a.rlmm_set_segment_state($1, 'delete_started')", id.ID)
 	require.NoError(t, err)
 	var epochState int16
 	require.NoError(t, admin.QueryRow(ctx, "SELECT state FROM cluster_a.rlmm_segment_epochs WHERE segment_id = $1", id.ID).Scan(&epochState))
 	require.EqualValues(t, rs.DeleteSegmentStarted, epochState)
-	_, err = admin.Exec(ctx, "UPDATE cluster_a.rlmm_segments SET state = 1 WHERE segment_id = $1", id.ID)
+	_, err = admin.Exec(ctx, "SELECT cluster_a.rlmm_set_segment_state($1, 'copy_finished')", id.ID)
 	require.ErrorContains(t, err, "DELETE_SEGMENT_STARTED -> COPY_SEGMENT_FINISHED is not an allowed transition")
 	listA, err = a.ListRemoteLogSegments(ctx, tp)
 	require.NoError(t, err)

@@ -133,8 +133,8 @@ func dsnPasswords(dsn string) []string {
 //   - A warm-up of each new connection (its AfterConnect runs after the
 //     caller's): the manager's add, finish and queries, run once in a
 //     transaction rolled back, so that the first call a connection serves
-//     does not pay for preparing, planning, catalog loading and compiling
-//     the row rules (about five warm writes' worth, measured). A connection
+//     does not pay for preparing, planning and catalog loading (about five
+//     warm writes' worth, measured). A connection
 //     to a database not migrated yet is not warmed.
 //   - Cancel requests: when a caller's context ends during a statement, pgx
 //     asks the server to cancel it (and closes the connection if the server

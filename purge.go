@@ -78,8 +78,8 @@ func (o options) batchSize() int32 {
 // segments are gone, so that adds to it work again. Returns the number of
 // segments deleted. The age is measured on the database's clock.
 //
-// Each round is one call of rlmm_purge_round (migrations/00018, which DBAs
-// call from psql too), bounded by the batch size, that locks its rows with
+// Each round is one call of the SQL function rlmm_purge_round (which DBAs
+// call from psql too, through rlmm_purge), bounded by the batch size, that locks its rows with
 // SKIP LOCKED: several managers may purge at once, none deletes what
 // another already did, and none waits on another (or on a broker's write);
 // a row one of them skipped

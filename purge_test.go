@@ -250,39 +250,49 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 	require.Equal(t, int64(1), n, "the held partition's segment, once released")
 }
 
-// The delete guard lets only the purge take a finished partition's delete
-// record, and only once its segments are gone.
+// A finished partition's delete record goes only with the purge, and only
+// once its segments are gone: a raw clear is refused, and a purge that
+// could not delete a segment (its row held by a writer) keeps the record.
 func TestPurgeGuardKeepsDeleteRecordWhileSegmentsRemain(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
 	m := newPurgeManager(t, dsn)
 	tp := testTP(0)
-	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})))
+	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
 	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
 		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: tp, State: st}))
 	}
 	pool := newPool(t, dsn, 0, false)
-	clearRecord := `UPDATE rlmm_partitions
-		SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL,
-		    version = version + 1, purged_version = version + 1
-		WHERE topic_id = $1 AND partition = $2`
-	_, err := pool.Exec(ctx, clearRecord, tp.TopicID, tp.Partition)
-	require.ErrorContains(t, err, "not an allowed transition", "a segment remains")
-	_, err = pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL
+	_, err := pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = NULL, delete_broker_id = NULL, delete_event_timestamp_ms = NULL
 		WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
-	require.ErrorContains(t, err, "not an allowed transition", "a plain manual clear")
+	require.ErrorContains(t, err, "rlmm_set_partition_delete_state", "a raw clear")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SELECT 1 FROM rlmm_segments WHERE segment_id = $1 FOR UPDATE", s.SegmentID.ID)
+	require.NoError(t, err)
 	n, err := m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "the held segment stays")
+	var state *int16
+	require.NoError(t, pool.QueryRow(ctx, "SELECT delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2", tp.TopicID, tp.Partition).Scan(&state))
+	require.NotNil(t, state, "the delete record stays while a segment remains")
+	require.EqualValues(t, rs.DeletePartitionFinished, *state)
+	require.NoError(t, tx.Rollback(ctx))
+
+	n, err = m.PurgeForgotten(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 	require.Zero(t, countRows(t, pool, "rlmm_segments"))
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})), "adds work again")
 }
 
-// Purging forgotten segments moves no cache's generation: only a DELETE that
-// removed partition rows or epoch ends does (each purge's statements delete
-// from rlmm_epoch_ends, usually nothing), so caches catch up instead of
-// reloading every partition after every purge.
+// Purging forgotten segments moves no cache's generation (only
+// rlmm_resync does), so caches catch up instead of reloading every
+// partition after every purge.
 func TestPurgeKeepsTheDataGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

@@ -5,123 +5,6 @@
 -- The library creates these objects in the first schema of the connection's
 -- search_path; the dump was taken from a database where that is public.
 
--- Name: rlmm_data_generation_bump(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_data_generation_bump() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $_$
-DECLARE
-    generation bigint;
-    others boolean;
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        -- A statement trigger fires for a DELETE that found no row too (a
-        -- purge's, say): only one that deleted rows moves the generation.
-        IF NOT EXISTS (SELECT FROM rlmm_deleted_rows) THEN
-            RETURN NULL;
-        END IF;
-        IF TG_TABLE_NAME = 'rlmm_epoch_ends' THEN
-            EXECUTE format($sql$
-                WITH purged AS (
-                    UPDATE %1$I.rlmm_partitions p
-                    SET vanished_version = p.version
-                    FROM (SELECT DISTINCT d.topic_id, d.partition FROM rlmm_deleted_rows d) d
-                    WHERE p.topic_id = d.topic_id AND p.partition = d.partition
-                      AND p.purged_version = p.version
-                    RETURNING p.topic_id, p.partition
-                )
-                SELECT EXISTS (SELECT FROM rlmm_deleted_rows d
-                               WHERE NOT EXISTS (SELECT FROM purged g
-                                                 WHERE g.topic_id = d.topic_id AND g.partition = d.partition))
-            $sql$, TG_TABLE_SCHEMA) INTO others;
-            IF NOT others THEN
-                RETURN NULL;
-            END IF;
-        END IF;
-    END IF;
-    EXECUTE format('INSERT INTO %I.rlmm_data_generation AS g (id, generation) VALUES (1, 1)
-                    ON CONFLICT (id) DO UPDATE SET generation = g.generation + 1, changed_at = now()
-                    RETURNING g.generation', TG_TABLE_SCHEMA)
-        INTO generation;
-    PERFORM pg_notify('rlmm_changes', 'reset/' || generation);
-    RETURN NULL;
-END
-$_$;
-
--- Name: FUNCTION rlmm_data_generation_bump(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_data_generation_bump() IS 'Trigger: a TRUNCATE of a metadata table, or a DELETE that removed partition rows or epoch ends, bumps rlmm_data_generation and notifies it, so that caches reload; epoch ends deleted by the purge of their partition (purged_version = version) mark that partition (vanished_version) instead.';
-
--- Name: rlmm_epoch_ends; Type: TABLE; Schema: public; Owner: -
-
-CREATE TABLE public.rlmm_epoch_ends (
-    topic_id uuid NOT NULL,
-    partition integer NOT NULL,
-    epoch integer NOT NULL,
-    end_offset bigint NOT NULL,
-    max_segment_span bigint NOT NULL,
-    raised_version bigint NOT NULL
-);
-
--- Name: TABLE rlmm_epoch_ends; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON TABLE public.rlmm_epoch_ends IS 'One row per (partition, leader epoch) that some segment reaching COPY_SEGMENT_FINISHED carried: Kafka''s highest offset for the epoch (EpochEndOffset), never lowered by deletes, ignored once the partition''s delete finished.';
-
--- Name: COLUMN rlmm_epoch_ends.topic_id; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_epoch_ends.topic_id IS 'Kafka topic id.';
-
--- Name: COLUMN rlmm_epoch_ends.partition; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_epoch_ends.partition IS 'Kafka partition number.';
-
--- Name: COLUMN rlmm_epoch_ends.epoch; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_epoch_ends.epoch IS 'Leader epoch.';
-
--- Name: COLUMN rlmm_epoch_ends.end_offset; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_epoch_ends.end_offset IS 'Largest last_offset of the epoch''s range in any segment that reached COPY_SEGMENT_FINISHED (deleted since or not): what EpochEndOffset answers.';
-
--- Name: COLUMN rlmm_epoch_ends.max_segment_span; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_epoch_ends.max_segment_span IS 'Largest end_offset - start_offset of a segment carrying the epoch that reached COPY_SEGMENT_FINISHED: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
-
--- Name: COLUMN rlmm_epoch_ends.raised_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_epoch_ends.raised_version IS 'Partition version of the latest write that raised the row: caches catching up read the rows raised after their version.';
-
--- Name: rlmm_epoch_ends_valid(public.rlmm_epoch_ends); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_epoch_ends_valid(r public.rlmm_epoch_ends) RETURNS boolean
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    AS $$
-DECLARE
-    broken text;
-    detail text;
-BEGIN
-    IF r.epoch >= 0 AND r.end_offset >= 0 AND r.max_segment_span >= 0 THEN
-        RETURN true; -- every rule holds: nothing more to prepare
-    END IF;
-    IF NOT (r.epoch >= 0) THEN
-        broken := 'rlmm_epoch_ends_epoch_check'; detail := format('epoch %s is negative', r.epoch);
-    ELSIF NOT (r.end_offset >= 0) THEN
-        broken := 'rlmm_epoch_ends_end_offset_check'; detail := format('end_offset %s is negative', r.end_offset);
-    ELSIF NOT (r.max_segment_span >= 0) THEN
-        broken := 'rlmm_epoch_ends_max_segment_span_check'; detail := format('max_segment_span %s is negative', r.max_segment_span);
-    ELSE
-        RETURN true;
-    END IF;
-    RAISE EXCEPTION USING
-        ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'rlmm_epoch_ends',
-        MESSAGE = format('epoch %s of partition %s (%s): %s (%s)', r.epoch, r.partition, r.topic_id, detail, broken);
-END
-$$;
-
--- Name: FUNCTION rlmm_epoch_ends_valid(r public.rlmm_epoch_ends); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_epoch_ends_valid(r public.rlmm_epoch_ends) IS 'The rules of a rlmm_epoch_ends row (constraint rlmm_epoch_ends_valid): raises check_violation naming the broken rule.';
-
 -- Name: rlmm_identity_guard(); Type: FUNCTION; Schema: public; Owner: -
 
 CREATE FUNCTION public.rlmm_identity_guard() RETURNS trigger
@@ -130,188 +13,14 @@ CREATE FUNCTION public.rlmm_identity_guard() RETURNS trigger
 BEGIN
     RAISE EXCEPTION USING
         ERRCODE = 'foreign_key_violation', CONSTRAINT = TG_TABLE_NAME || '_identity', TABLE = TG_TABLE_NAME,
-        MESSAGE = format('%s: segment %s (topic id %s, partition %s) cannot become segment %s (topic id %s, partition %s): the identity of a segment and of its epoch rows never changes, and the epoch rows must keep naming their segment. Add the segment under its new identity instead',
+        MESSAGE = format('%s: segment %s (topic id %s, partition %s) cannot become segment %s (topic id %s, partition %s): the identity of a segment and of its epoch rows never changes; add the segment under its new identity instead',
                          TG_TABLE_NAME, OLD.segment_id, OLD.topic_id, OLD.partition, NEW.segment_id, NEW.topic_id, NEW.partition);
 END
 $$;
 
 -- Name: FUNCTION rlmm_identity_guard(); Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON FUNCTION public.rlmm_identity_guard() IS 'Trigger rlmm_segments_identity and rlmm_segment_epochs_identity: refuses (23503) a change of topic_id, partition or segment_id, which would part epoch rows from their segment.';
-
--- Name: rlmm_partitions_delete_state_guard(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_partitions_delete_state_guard() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $_$
-DECLARE
-    allowed   boolean;
-    from_name text;
-    to_name   text;
-    targets   text;
-BEGIN
-    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I.rlmm_partition_delete_transitions WHERE from_state = $1 AND to_state = $2)',
-                   TG_TABLE_SCHEMA)
-        INTO allowed USING coalesce(OLD.delete_state, -1), coalesce(NEW.delete_state, -1);
-    -- 00011: the purge (PurgeForgotten) takes the delete record of a
-    -- partition whose delete finished long enough ago and whose segments it
-    -- has all deleted, so that adds work again. It is the only write that
-    -- stamps purged_version with the version it writes.
-    IF NOT allowed AND OLD.delete_state = 2 AND NEW.delete_state IS NULL
-       AND NEW.version > OLD.version AND NEW.purged_version = NEW.version THEN
-        EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %I.rlmm_segments WHERE topic_id = $1 AND partition = $2)',
-                       TG_TABLE_SCHEMA)
-            INTO allowed USING OLD.topic_id, OLD.partition;
-    END IF;
-    IF NOT allowed THEN
-        EXECUTE format('SELECT (SELECT name FROM %1$I.rlmm_partition_delete_states WHERE state = $1),
-                               (SELECT name FROM %1$I.rlmm_partition_delete_states WHERE state = $2),
-                               (SELECT string_agg(st.name, '' or '' ORDER BY st.state)
-                                FROM %1$I.rlmm_partition_delete_transitions t
-                                JOIN %1$I.rlmm_partition_delete_states st ON st.state = t.to_state
-                                WHERE t.from_state = $1 AND t.to_state <> $1)',
-                       TG_TABLE_SCHEMA)
-            INTO from_name, to_name, targets USING coalesce(OLD.delete_state, -1), coalesce(NEW.delete_state, -1);
-        RAISE EXCEPTION USING
-            ERRCODE = 'check_violation',
-            CONSTRAINT = 'rlmm_partitions_delete_state_transition',
-            MESSAGE = format('partition %s-%s (topic id %s): delete state %s -> %s is not an allowed transition; %s. Repair through the library: rlmmctl partitions set-delete-state --topic-id %s --partition %s <STATE>',
-                             OLD.topic, OLD.partition, OLD.topic_id,
-                             coalesce(from_name, 'state ' || OLD.delete_state), coalesce(to_name, 'unknown state ' || NEW.delete_state),
-                             CASE WHEN targets IS NULL THEN format('a partition in %s never changes delete state again', from_name)
-                                  ELSE format('from %s a partition may only move to %s', from_name, targets) END,
-                             OLD.topic_id, OLD.partition),
-            HINT = 'The allowed transitions are in rlmm_partition_delete_transitions (statemachine.go); see README, "Repairing by hand".';
-    END IF;
-    -- The library bumps the version in the same UPDATE; a manual UPDATE
-    -- that does not is bumped here, and notified at commit, so that CaughtUp
-    -- and the managers' caches see the repair.
-    IF NEW.version = OLD.version THEN
-        NEW.version := OLD.version + 1;
-        NEW.updated_at := now();
-        PERFORM pg_notify('rlmm_changes', NEW.topic_id::text || '/' || NEW.partition || '/' || NEW.version);
-    END IF;
-    RETURN NEW;
-END
-$_$;
-
--- Name: FUNCTION rlmm_partitions_delete_state_guard(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_partitions_delete_state_guard() IS 'Trigger rlmm_partitions_delete_state_guard: refuses a change of rlmm_partitions.delete_state outside rlmm_partition_delete_transitions; bumps the version of a manual change and notifies it.';
-
--- Name: rlmm_partitions; Type: TABLE; Schema: public; Owner: -
-
-CREATE TABLE public.rlmm_partitions (
-    topic_id uuid NOT NULL,
-    partition integer NOT NULL,
-    topic text NOT NULL,
-    version bigint DEFAULT 0 NOT NULL,
-    max_epoch_span bigint DEFAULT 0 NOT NULL,
-    delete_state smallint,
-    delete_broker_id integer,
-    delete_event_timestamp_ms bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    vanished_version bigint DEFAULT 0 NOT NULL,
-    purged_version bigint DEFAULT 0 NOT NULL
-)
-WITH (fillfactor='50');
-
--- Name: TABLE rlmm_partitions; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON TABLE public.rlmm_partitions IS 'One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version.';
-
--- Name: COLUMN rlmm_partitions.topic_id; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.topic_id IS 'Kafka topic id (with partition, the identity of the partition).';
-
--- Name: COLUMN rlmm_partitions.partition; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.partition IS 'Kafka partition number.';
-
--- Name: COLUMN rlmm_partitions.topic; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.topic IS 'Human-readable topic name, as the first write named it.';
-
--- Name: COLUMN rlmm_partitions.version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.version IS 'Committed position of the partition: bumped by every write to it (add, update, partition delete). CaughtUp compares it.';
-
--- Name: COLUMN rlmm_partitions.max_epoch_span; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.max_epoch_span IS 'Largest last_offset - first_offset of any epoch range ever added to the partition: bounds how far back from an offset the lookup scans.';
-
--- Name: COLUMN rlmm_partitions.delete_state; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.delete_state IS 'Partition delete state: NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).';
-
--- Name: COLUMN rlmm_partitions.delete_broker_id; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.delete_broker_id IS 'Broker that wrote the latest partition-delete record.';
-
--- Name: COLUMN rlmm_partitions.delete_event_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.delete_event_timestamp_ms IS 'Event time (ms since the epoch) of the latest partition-delete record.';
-
--- Name: COLUMN rlmm_partitions.created_at; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.created_at IS 'When the row was created.';
-
--- Name: COLUMN rlmm_partitions.updated_at; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.updated_at IS 'When the partition was last written to.';
-
--- Name: COLUMN rlmm_partitions.vanished_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.vanished_version IS 'Largest version at which segment rows of the partition were deleted (a DBA''s DELETE, rlmmctl purge --drop-ids): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.';
-
--- Name: COLUMN rlmm_partitions.purged_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_partitions.purged_version IS 'The version of the last purge write that took the partition''s finished delete record (0: none); the delete guard lets only such a write take it.';
-
--- Name: rlmm_partitions_valid(public.rlmm_partitions); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_partitions_valid(r public.rlmm_partitions) RETURNS boolean
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    AS $_$
-DECLARE
-    broken text;
-    detail text;
-BEGIN
-    IF r.partition >= 0
-       AND length(r.topic) BETWEEN 1 AND 249
-       AND ltrim(r.topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = ''
-       AND r.topic NOT IN ('.', '..')
-       AND r.version >= 0 AND r.max_epoch_span >= 0
-       AND ((r.delete_state IS NULL AND r.delete_broker_id IS NULL AND r.delete_event_timestamp_ms IS NULL)
-            OR (r.delete_state IN (0, 1, 2) AND r.delete_broker_id IS NOT NULL AND r.delete_event_timestamp_ms IS NOT NULL)) THEN
-        RETURN true; -- every rule holds: nothing more to prepare
-    END IF;
-    IF NOT (r.partition >= 0) THEN
-        broken := 'rlmm_partitions_partition_check'; detail := format('partition %s is negative', r.partition);
-    ELSIF NOT (r.topic ~ '^[a-zA-Z0-9._-]{1,249}$' AND r.topic NOT IN ('.', '..')) THEN
-        broken := 'rlmm_partitions_topic_check'; detail := format('topic %L is not a Kafka topic name (1 to 249 of [a-zA-Z0-9._-], not "." or "..")', r.topic);
-    ELSIF NOT (r.version >= 0) THEN
-        broken := 'rlmm_partitions_version_check'; detail := format('version %s is negative', r.version);
-    ELSIF NOT (r.max_epoch_span >= 0) THEN
-        broken := 'rlmm_partitions_max_epoch_span_check'; detail := format('max_epoch_span %s is negative', r.max_epoch_span);
-    ELSIF NOT (r.delete_state IN (0, 1, 2)) THEN
-        broken := 'rlmm_partitions_delete_state_check'; detail := format('delete_state %s is not 0, 1, 2 or NULL', r.delete_state);
-    ELSIF NOT ((r.delete_state IS NULL) = (r.delete_broker_id IS NULL)
-               AND (r.delete_state IS NULL) = (r.delete_event_timestamp_ms IS NULL)) THEN
-        broken := 'rlmm_partitions_delete_fields_check'; detail := 'delete_state, delete_broker_id and delete_event_timestamp_ms must be all NULL or all set';
-    ELSE
-        RETURN true;
-    END IF;
-    RAISE EXCEPTION USING
-        ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'rlmm_partitions',
-        MESSAGE = format('partition %s of topic %s (%s): %s (%s)', r.partition, r.topic, r.topic_id, detail, broken);
-END
-$_$;
-
--- Name: FUNCTION rlmm_partitions_valid(r public.rlmm_partitions); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_partitions_valid(r public.rlmm_partitions) IS 'The rules of a rlmm_partitions row (constraint rlmm_partitions_valid): raises check_violation naming the broken rule.';
+COMMENT ON FUNCTION public.rlmm_identity_guard() IS 'Trigger: refuses a change of a segment''s or an epoch row''s topic id, partition or segment id.';
 
 -- Name: rlmm_purge(interval, integer); Type: FUNCTION; Schema: public; Owner: -
 
@@ -362,7 +71,12 @@ BEGIN
         USING candidates c, locked_partitions lp
         WHERE lp.topic_id = c.topic_id AND lp.partition = c.partition
           AND s.segment_id = c.segment_id AND (s.topic_id = c.topic_id AND s.partition = c.partition) IS TRUE
-        RETURNING s.topic_id
+        RETURNING s.topic_id, s.partition, s.last_version
+    ), marked AS (
+        UPDATE rlmm_partitions p
+        SET vanished_version = greatest(p.vanished_version, d.last_version)
+        FROM (SELECT d.topic_id, d.partition, max(d.last_version) AS last_version FROM deleted d GROUP BY d.topic_id, d.partition) d
+        WHERE p.topic_id = d.topic_id AND p.partition = d.partition
     )
     SELECT count(*) INTO segments FROM deleted;
 
@@ -387,21 +101,26 @@ BEGIN
         DELETE FROM rlmm_segments s
         USING victims v
         WHERE s.segment_id = v.segment_id AND (s.topic_id = v.topic_id AND s.partition = v.partition) IS TRUE
-        RETURNING s.topic_id
+        RETURNING s.topic_id, s.partition, s.last_version
+    ), marked AS (
+        UPDATE rlmm_partitions p
+        SET vanished_version = greatest(p.vanished_version, d.last_version)
+        FROM (SELECT d.topic_id, d.partition, max(d.last_version) AS last_version FROM deleted d GROUP BY d.topic_id, d.partition) d
+        WHERE p.topic_id = d.topic_id AND p.partition = d.partition
     )
     SELECT count(*) INTO of_deleted FROM deleted;
     segments := segments + of_deleted;
 
     -- The delete record of partitions whose delete finished and that have
     -- no segment left. The row stays, so that its version keeps growing
-    -- (CaughtUp and the caches compare it); the write bumps it, stamps
-    -- purged_version with it (which the delete guard of migration 00011
-    -- requires of this one write), and deletes the partition's epoch ends,
-    -- which its delete had hidden.
+    -- (CaughtUp and the caches compare it); the write bumps it, marks it
+    -- vanished at the new version (a cache older than that reloads the
+    -- partition), and deletes the partition's epoch ends, which its delete
+    -- had hidden.
     WITH cleared AS (
         UPDATE rlmm_partitions p
         SET version = p.version + 1,
-            purged_version = p.version + 1,
+            vanished_version = p.version + 1,
             delete_state = NULL,
             delete_broker_id = NULL,
             delete_event_timestamp_ms = NULL,
@@ -432,58 +151,7 @@ $$;
 
 -- Name: FUNCTION rlmm_purge_round(older_than interval, batch_size integer, OUT segments bigint, OUT topic_ids uuid[], OUT partitions integer[], OUT topics text[], OUT versions bigint[]); Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON FUNCTION public.rlmm_purge_round(older_than interval, batch_size integer, OUT segments bigint, OUT topic_ids uuid[], OUT partitions integer[], OUT topics text[], OUT versions bigint[]) IS 'One bounded round of purging (migrations/00018): deletes up to batch_size segments forgotten for older_than, up to batch_size segments of partitions deleted that long ago, and takes the delete record of up to batch_size such partitions with no segment left (each notified). Returns the segments deleted and the partitions whose record it took, with their new versions. Takes every lock with SKIP LOCKED.';
-
--- Name: rlmm_raise_epoch_ends(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_raise_epoch_ends() RETURNS bigint
-    LANGUAGE plpgsql
-    AS $_$
-DECLARE
-    bumped record;
-    partitions bigint := 0;
-BEGIN
-    -- The tables of the first schema of the search_path. Each partition
-    -- whose finished epoch rows reach past its epoch ends is bumped to a
-    -- new version (locking its row, as every write does first), its epoch
-    -- ends raised at that version, and the change notified at commit.
-    FOR bumped IN EXECUTE format($q$
-        WITH want AS (
-            SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset) AS end_offset,
-                   max(e.segment_end_offset - e.segment_start_offset) AS max_segment_span
-            FROM %1$I.rlmm_segment_epochs e
-            WHERE e.finished_version IS NOT NULL
-            GROUP BY e.topic_id, e.partition, e.epoch
-        ), missing AS (
-            SELECT w.* FROM want w
-            LEFT JOIN %1$I.rlmm_epoch_ends ee ON ee.topic_id = w.topic_id AND ee.partition = w.partition AND ee.epoch = w.epoch
-            WHERE ee.epoch IS NULL OR w.end_offset > ee.end_offset OR w.max_segment_span > ee.max_segment_span
-        ), bumped AS (
-            UPDATE %1$I.rlmm_partitions p SET version = p.version + 1, updated_at = now()
-            WHERE (p.topic_id, p.partition) IN (SELECT m.topic_id, m.partition FROM missing m)
-              AND p.delete_state IS DISTINCT FROM 2
-            RETURNING p.topic_id, p.partition, p.version
-        ), raised AS (
-            INSERT INTO %1$I.rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-            SELECT m.topic_id, m.partition, m.epoch, m.end_offset, m.max_segment_span, b.version
-            FROM missing m JOIN bumped b ON b.topic_id = m.topic_id AND b.partition = m.partition
-            ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-            SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-                max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-                raised_version = excluded.raised_version
-        )
-        SELECT b.topic_id, b.partition, b.version FROM bumped b$q$, current_schema())
-    LOOP
-        PERFORM pg_notify('rlmm_changes', bumped.topic_id::text || '/' || bumped.partition || '/' || bumped.version);
-        partitions := partitions + 1;
-    END LOOP;
-    RETURN partitions;
-END
-$_$;
-
--- Name: FUNCTION rlmm_raise_epoch_ends(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_raise_epoch_ends() IS 'Raises rlmm_epoch_ends to what the finished epoch rows still stored say, for finishes that did not raise it (code older than migration 00004); bumps and notifies each partition it changes, so caches see it. Idempotent; returns the number of partitions changed. Tables of the first schema of the search_path.';
+COMMENT ON FUNCTION public.rlmm_purge_round(older_than interval, batch_size integer, OUT segments bigint, OUT topic_ids uuid[], OUT partitions integer[], OUT topics text[], OUT versions bigint[]) IS 'One bounded round of purging (rlmm_purge, purge.go): deletes up to batch_size segments forgotten for older_than, up to batch_size segments of partitions deleted that long ago, and takes the delete record of up to batch_size such partitions with no segment left (each notified). Returns the segments deleted and the partitions whose record it took, with their new versions. Takes every lock with SKIP LOCKED.';
 
 -- Name: rlmm_resync(); Type: FUNCTION; Schema: public; Owner: -
 
@@ -505,574 +173,6 @@ $$;
 -- Name: FUNCTION rlmm_resync(); Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON FUNCTION public.rlmm_resync() IS 'Repair: every broker''s cache reloads every partition it holds (bumps rlmm_data_generation and notifies it), and answers CaughtUp false until it has. For after raw DML that bypassed the repair functions. Returns the new generation.';
-
--- Name: rlmm_segment_epochs_have_segment(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segment_epochs_have_segment() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO '$user', 'public'
-    AS $$
-BEGIN
-    -- "s.segment_id = … AND (…) IS TRUE": only rlmm_segments_segment_id_key
-    -- answers it (see queries/segments.sql).
-    PERFORM FROM rlmm_segments s
-    WHERE s.segment_id = NEW.segment_id AND (s.topic_id = NEW.topic_id AND s.partition = NEW.partition) IS TRUE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'foreign_key_violation', CONSTRAINT = 'rlmm_segment_epochs_segment_fkey', TABLE = 'rlmm_segment_epochs',
-            MESSAGE = format('epoch %s of segment %s (topic id %s, partition %s): no such segment in rlmm_segments; an epoch row must name an existing segment of its partition (rlmm_segment_epochs_segment_fkey)',
-                             NEW.epoch, NEW.segment_id, NEW.topic_id, NEW.partition);
-    END IF;
-    RETURN NULL;
-END
-$$;
-
--- Name: FUNCTION rlmm_segment_epochs_have_segment(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segment_epochs_have_segment() IS 'Trigger rlmm_segment_epochs_have_segment: refuses (23503, rlmm_segment_epochs_segment_fkey) an epoch row whose segment does not exist in its partition.';
-
--- Name: rlmm_segment_epochs_state_guard(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segment_epochs_state_guard() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $_$
-DECLARE
-    segment_state smallint;
-BEGIN
-    EXECUTE format('SELECT state FROM %I.rlmm_segments WHERE topic_id = $1 AND partition = $2 AND segment_id = $3',
-                   TG_TABLE_SCHEMA)
-        INTO segment_state USING NEW.topic_id, NEW.partition, NEW.segment_id;
-    IF NEW.state IS DISTINCT FROM segment_state THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'check_violation',
-            CONSTRAINT = 'rlmm_segment_epochs_state_follows_segment',
-            MESSAGE = format('segment %s, epoch %s: rlmm_segment_epochs.state copies the segment''s state (%s) and cannot be set to %s on its own. Update rlmm_segments.state instead (the epoch rows follow it), or repair through the library: rlmmctl segments set-state %s <STATE>',
-                             NEW.segment_id, NEW.epoch, coalesce(segment_state::text, 'no segment'), NEW.state, NEW.segment_id),
-            HINT = 'See README, "Repairing by hand".';
-    END IF;
-    RETURN NEW;
-END
-$_$;
-
--- Name: FUNCTION rlmm_segment_epochs_state_guard(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segment_epochs_state_guard() IS 'Trigger rlmm_segment_epochs_state_guard: refuses a change of rlmm_segment_epochs.state that differs from its segment''s state.';
-
--- Name: rlmm_segment_epochs; Type: TABLE; Schema: public; Owner: -
-
-CREATE TABLE public.rlmm_segment_epochs (
-    topic_id uuid NOT NULL,
-    partition integer NOT NULL,
-    segment_id uuid NOT NULL,
-    epoch integer NOT NULL,
-    first_offset bigint NOT NULL,
-    last_offset bigint NOT NULL,
-    state smallint NOT NULL,
-    segment_start_offset bigint NOT NULL,
-    segment_end_offset bigint NOT NULL,
-    added_version bigint NOT NULL,
-    finished_version bigint,
-    last_version bigint DEFAULT 0 NOT NULL,
-    segment_size_bytes integer,
-    max_timestamp_ms bigint
-);
-
--- Name: TABLE rlmm_segment_epochs; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON TABLE public.rlmm_segment_epochs IS 'One row per (segment, leader epoch): the range of offsets of that epoch inside the segment, precomputed, with copies of the segment fields the queries filter and sort on.';
-
--- Name: COLUMN rlmm_segment_epochs.topic_id; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.topic_id IS 'Kafka topic id.';
-
--- Name: COLUMN rlmm_segment_epochs.partition; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.partition IS 'Kafka partition number.';
-
--- Name: COLUMN rlmm_segment_epochs.segment_id; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.segment_id IS 'The segment (rlmm_segments.segment_id).';
-
--- Name: COLUMN rlmm_segment_epochs.epoch; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.epoch IS 'Leader epoch.';
-
--- Name: COLUMN rlmm_segment_epochs.first_offset; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.first_offset IS 'First offset of the epoch inside the segment.';
-
--- Name: COLUMN rlmm_segment_epochs.last_offset; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.last_offset IS 'Last offset of the epoch inside the segment: the next epoch''s first offset minus 1, or the segment''s end offset.';
-
--- Name: COLUMN rlmm_segment_epochs.state; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.state IS 'Copy of the segment''s state, kept in the same statement that changes it.';
-
--- Name: COLUMN rlmm_segment_epochs.segment_start_offset; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.segment_start_offset IS 'Copy of the segment''s start offset (list order).';
-
--- Name: COLUMN rlmm_segment_epochs.segment_end_offset; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.segment_end_offset IS 'Copy of the segment''s end offset (highest offset for an epoch).';
-
--- Name: COLUMN rlmm_segment_epochs.added_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.added_version IS 'Copy of the segment''s added_version (list order).';
-
--- Name: COLUMN rlmm_segment_epochs.finished_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.finished_version IS 'Partition version of the segment''s first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.';
-
--- Name: COLUMN rlmm_segment_epochs.last_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.last_version IS 'Copy of the segment''s last_version, set by the library''s writes (the guard triggers tell a manual UPDATE by it staying unchanged).';
-
--- Name: COLUMN rlmm_segment_epochs.segment_size_bytes; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.segment_size_bytes IS 'Copy of the segment''s segment_size_bytes (RemoteLogSize sums it); NULL: not copied (rows older than migration 00015, or written by older code or by hand), read from the segment instead.';
-
--- Name: COLUMN rlmm_segment_epochs.max_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segment_epochs.max_timestamp_ms IS 'Copy of the segment''s max_timestamp_ms (FirstSegmentForTimestamp filters on it); NULL: not copied, read from the segment instead.';
-
--- Name: rlmm_segment_epochs_valid(public.rlmm_segment_epochs); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segment_epochs_valid(r public.rlmm_segment_epochs) RETURNS boolean
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    AS $$
-DECLARE
-    broken text;
-    detail text;
-BEGIN
-    IF r.epoch >= 0
-       AND r.state IN (0, 1, 2, 3)
-       AND r.segment_start_offset <= r.first_offset AND r.first_offset <= r.last_offset AND r.last_offset <= r.segment_end_offset
-       AND (r.state <> 1 OR r.finished_version IS NOT NULL) THEN
-        RETURN true; -- every rule holds: nothing more to prepare
-    END IF;
-    IF NOT (r.epoch >= 0) THEN
-        broken := 'rlmm_segment_epochs_epoch_check'; detail := format('epoch %s is negative', r.epoch);
-    ELSIF NOT (r.state IN (0, 1, 2, 3)) THEN
-        broken := 'rlmm_segment_epochs_state_check'; detail := format('state %s is not 0, 1, 2 or 3', r.state);
-    ELSIF NOT (r.segment_start_offset <= r.first_offset AND r.first_offset <= r.last_offset AND r.last_offset <= r.segment_end_offset) THEN
-        broken := 'rlmm_segment_epochs_range_check';
-        detail := format('first_offset %s and last_offset %s must lie in order inside the segment [%s, %s]',
-                         r.first_offset, r.last_offset, r.segment_start_offset, r.segment_end_offset);
-    ELSIF NOT (r.state <> 1 OR r.finished_version IS NOT NULL) THEN
-        broken := 'rlmm_segment_epochs_finished_check'; detail := 'finished_version must be set in COPY_SEGMENT_FINISHED';
-    ELSE
-        RETURN true;
-    END IF;
-    RAISE EXCEPTION USING
-        ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'rlmm_segment_epochs',
-        MESSAGE = format('epoch %s of segment %s (partition %s): %s (%s)', r.epoch, r.segment_id, r.partition, detail, broken);
-END
-$$;
-
--- Name: FUNCTION rlmm_segment_epochs_valid(r public.rlmm_segment_epochs); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segment_epochs_valid(r public.rlmm_segment_epochs) IS 'The rules of a rlmm_segment_epochs row (constraint rlmm_segment_epochs_valid): raises check_violation naming the broken rule.';
-
--- Name: rlmm_segment_max_timestamp_ms(uuid, integer, uuid); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segment_max_timestamp_ms(topic_id uuid, partition integer, segment_id uuid) RETURNS bigint
-    LANGUAGE plpgsql STABLE COST 10
-    AS $_$
-DECLARE
-    max_timestamp_ms bigint;
-BEGIN
-    -- "segment_id = … AND (…) IS TRUE": only rlmm_segments_segment_id_key
-    -- answers it (see queries/segments.sql).
-    EXECUTE format('SELECT s.max_timestamp_ms FROM %I.rlmm_segments s
-                    WHERE s.segment_id = $1 AND (s.topic_id = $2 AND s.partition = $3) IS TRUE', current_schema())
-        INTO max_timestamp_ms USING segment_id, topic_id, partition;
-    RETURN max_timestamp_ms;
-END
-$_$;
-
--- Name: FUNCTION rlmm_segment_max_timestamp_ms(topic_id uuid, partition integer, segment_id uuid); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segment_max_timestamp_ms(topic_id uuid, partition integer, segment_id uuid) IS 'The max_timestamp_ms of a segment, for an epoch row without its copy (rlmm_segment_epochs.max_timestamp_ms NULL). Tables of the first schema of the search_path.';
-
--- Name: rlmm_segments_copy_to_epochs(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segments_copy_to_epochs() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $_$
-BEGIN
-    EXECUTE format('UPDATE %I.rlmm_segment_epochs SET segment_size_bytes = $4, max_timestamp_ms = $5
-                    WHERE topic_id = $1 AND partition = $2 AND segment_id = $3', TG_TABLE_SCHEMA)
-        USING NEW.topic_id, NEW.partition, NEW.segment_id, NEW.segment_size_bytes, NEW.max_timestamp_ms;
-    RETURN NULL;
-END
-$_$;
-
--- Name: FUNCTION rlmm_segments_copy_to_epochs(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segments_copy_to_epochs() IS 'Trigger rlmm_segments_copy_to_epochs: a change of a segment''s segment_size_bytes or max_timestamp_ms (a manual repair: the library never changes them) is copied to its epoch rows.';
-
--- Name: rlmm_segments_forget_epochs(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segments_forget_epochs() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $_$
-BEGIN
-    -- Only the primary key of rlmm_segment_epochs matches (its other
-    -- indexes are partial on state), so the plan cannot depend on statistics.
-    EXECUTE format('DELETE FROM %I.rlmm_segment_epochs WHERE topic_id = $1 AND partition = $2 AND segment_id = $3',
-                   TG_TABLE_SCHEMA)
-        USING OLD.topic_id, OLD.partition, OLD.segment_id;
-    RETURN NULL;
-END
-$_$;
-
--- Name: FUNCTION rlmm_segments_forget_epochs(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segments_forget_epochs() IS 'Trigger: a deleted segment row takes its epoch rows with it (what ON DELETE CASCADE of the dropped rlmm_segment_epochs_segment_fkey did).';
-
--- Name: rlmm_segments_raise_epoch_ends(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segments_raise_epoch_ends() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO '$user', 'public'
-    AS $$
-BEGIN
-    -- The ranges of the segment's epochs, from its own row: epoch i runs
-    -- from epoch_start_offsets[i] to the next start - 1, the last to
-    -- end_offset. As SegmentUpdate's epoch_ends CTE, never lowering.
-    INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-    SELECT NEW.topic_id, NEW.partition, u.epoch, coalesce(lead(u.first_offset) OVER (ORDER BY u.n) - 1, NEW.end_offset),
-           NEW.end_offset - NEW.start_offset, NEW.last_version
-    FROM unnest(NEW.epochs, NEW.epoch_start_offsets) WITH ORDINALITY AS u (epoch, first_offset, n)
-    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-        raised_version = excluded.raised_version
-    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span;
-    RETURN NULL;
-END
-$$;
-
--- Name: FUNCTION rlmm_segments_raise_epoch_ends(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segments_raise_epoch_ends() IS 'Trigger rlmm_segments_raise_epoch_ends: the first COPY_SEGMENT_FINISHED of a segment raises rlmm_epoch_ends when the write did not raise them itself (epoch_ends_raised not true: code older than migration 00014, which raises them in its own statement from 00004 on or not at all before, and a manual UPDATE).';
-
--- Name: rlmm_segments_state_guard(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segments_state_guard() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $_$
-DECLARE
-    allowed      boolean;
-    from_name    text;
-    to_name      text;
-    targets      text;
-    version      bigint;
-    delete_state smallint;
-BEGIN
-    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I.rlmm_segment_transitions WHERE from_state = $1 AND to_state = $2)',
-                   TG_TABLE_SCHEMA)
-        INTO allowed USING OLD.state, NEW.state;
-    IF NOT allowed THEN
-        EXECUTE format('SELECT (SELECT name FROM %1$I.rlmm_segment_states WHERE state = $1),
-                               (SELECT name FROM %1$I.rlmm_segment_states WHERE state = $2),
-                               (SELECT string_agg(st.name, '' or '' ORDER BY st.state)
-                                FROM %1$I.rlmm_segment_transitions t
-                                JOIN %1$I.rlmm_segment_states st ON st.state = t.to_state
-                                WHERE t.from_state = $1 AND t.to_state <> $1)',
-                       TG_TABLE_SCHEMA)
-            INTO from_name, to_name, targets USING OLD.state, NEW.state;
-        RAISE EXCEPTION USING
-            ERRCODE = 'check_violation',
-            CONSTRAINT = 'rlmm_segments_state_transition',
-            MESSAGE = format('segment %s (topic %s, partition %s): %s -> %s is not an allowed transition; %s. Repair through the library: rlmmctl segments set-state %s <STATE>',
-                             OLD.segment_id, OLD.topic, OLD.partition,
-                             coalesce(from_name, 'state ' || OLD.state), coalesce(to_name, 'unknown state ' || NEW.state),
-                             CASE WHEN targets IS NULL THEN format('a segment in %s never changes state again', from_name)
-                                  ELSE format('from %s a segment may only move to %s', from_name, targets) END,
-                             OLD.segment_id),
-            HINT = 'The allowed transitions are in rlmm_segment_transitions (statemachine.go); see README, "Repairing by hand".';
-    END IF;
-
-    -- The library's statement stamps the segment with the partition's next
-    -- version (last_version) itself. A write that does not, a manual
-    -- UPDATE, gets the same bookkeeping here: the partition's version is
-    -- bumped (which also locks the partition row, as the library does
-    -- first), the segment stamped with it, and a notification sent at commit,
-    -- so that CaughtUp and the managers' caches see the repair.
-    IF NEW.last_version IS NOT DISTINCT FROM OLD.last_version THEN
-        EXECUTE format('UPDATE %I.rlmm_partitions SET version = version + 1, updated_at = now()
-                        WHERE topic_id = $1 AND partition = $2 RETURNING version, delete_state',
-                       TG_TABLE_SCHEMA)
-            INTO version, delete_state USING NEW.topic_id, NEW.partition;
-        IF delete_state = 2 THEN
-            RAISE EXCEPTION USING
-                ERRCODE = 'check_violation',
-                CONSTRAINT = 'rlmm_segments_state_transition',
-                MESSAGE = format('segment %s (topic %s, partition %s): the partition''s delete finished (DELETE_PARTITION_FINISHED), so the segment is forgotten and its state can no longer change',
-                                 OLD.segment_id, OLD.topic, OLD.partition);
-        END IF;
-        NEW.last_version := version;
-        IF NEW.state = 1 THEN
-            NEW.finished_version := coalesce(NEW.finished_version, version);
-        END IF;
-        NEW.updated_at := now();
-        -- The epoch rows copy the segment's state (lookups read them). The
-        -- library's own statement never reaches this trigger, so no other
-        -- part of this statement updates them.
-        EXECUTE format('UPDATE %I.rlmm_segment_epochs SET state = $4, finished_version = $5, last_version = $6
-                        WHERE topic_id = $1 AND partition = $2 AND segment_id = $3',
-                       TG_TABLE_SCHEMA)
-            USING NEW.topic_id, NEW.partition, NEW.segment_id, NEW.state, NEW.finished_version, version;
-        -- 00004: COPY_SEGMENT_FINISHED raises the epoch ends, as the
-        -- library's SegmentUpdate does.
-        IF NEW.state = 1 THEN
-            EXECUTE format('INSERT INTO %1$I.rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-                            SELECT e.topic_id, e.partition, e.epoch, e.last_offset, e.segment_end_offset - e.segment_start_offset, $4
-                            FROM %1$I.rlmm_segment_epochs e
-                            WHERE e.topic_id = $1 AND e.partition = $2 AND e.segment_id = $3
-                            ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-                            SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-                                max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-                                raised_version = excluded.raised_version
-                            WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span',
-                           TG_TABLE_SCHEMA)
-                USING NEW.topic_id, NEW.partition, NEW.segment_id, version;
-        END IF;
-        PERFORM pg_notify('rlmm_changes', NEW.topic_id::text || '/' || NEW.partition || '/' || version);
-    END IF;
-    RETURN NEW;
-END
-$_$;
-
--- Name: FUNCTION rlmm_segments_state_guard(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segments_state_guard() IS 'Trigger rlmm_segments_state_guard: refuses a change of rlmm_segments.state outside rlmm_segment_transitions, naming the segment, both states and the legal repair; gives a manual change the library''s bookkeeping (partition version, last_version, finished_version, notification).';
-
--- Name: rlmm_segments_truncate_epochs(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segments_truncate_epochs() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    EXECUTE format('TRUNCATE %I.rlmm_segment_epochs', TG_TABLE_SCHEMA);
-    RETURN NULL;
-END
-$$;
-
--- Name: FUNCTION rlmm_segments_truncate_epochs(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segments_truncate_epochs() IS 'Trigger: TRUNCATE of rlmm_segments truncates rlmm_segment_epochs too (what TRUNCATE ... CASCADE did through the dropped foreign key).';
-
--- Name: rlmm_segments; Type: TABLE; Schema: public; Owner: -
-
-CREATE TABLE public.rlmm_segments (
-    topic_id uuid NOT NULL,
-    partition integer NOT NULL,
-    segment_id uuid NOT NULL,
-    topic text NOT NULL,
-    start_offset bigint NOT NULL,
-    end_offset bigint NOT NULL,
-    max_timestamp_ms bigint NOT NULL,
-    broker_id integer NOT NULL,
-    event_timestamp_ms bigint NOT NULL,
-    segment_size_bytes integer NOT NULL,
-    custom_metadata bytea,
-    state smallint NOT NULL,
-    txn_index_empty boolean NOT NULL,
-    epochs integer[] NOT NULL,
-    epoch_start_offsets bigint[] NOT NULL,
-    added_version bigint NOT NULL,
-    finished_version bigint,
-    last_version bigint NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    epoch_ends_raised boolean
-);
-
--- Name: TABLE rlmm_segments; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON TABLE public.rlmm_segments IS 'One row per remote log segment ever added. A segment in DELETE_SEGMENT_FINISHED (or of a partition whose delete finished) is forgotten by every query but keeps its id taken.';
-
--- Name: COLUMN rlmm_segments.topic_id; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.topic_id IS 'Kafka topic id.';
-
--- Name: COLUMN rlmm_segments.partition; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.partition IS 'Kafka partition number.';
-
--- Name: COLUMN rlmm_segments.segment_id; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.segment_id IS 'Remote log segment id, globally unique.';
-
--- Name: COLUMN rlmm_segments.topic; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.topic IS 'Human-readable topic name.';
-
--- Name: COLUMN rlmm_segments.start_offset; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.start_offset IS 'First offset in the segment.';
-
--- Name: COLUMN rlmm_segments.end_offset; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.end_offset IS 'Last offset in the segment (inclusive).';
-
--- Name: COLUMN rlmm_segments.max_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.max_timestamp_ms IS 'Largest record timestamp in the segment (ms since the epoch).';
-
--- Name: COLUMN rlmm_segments.broker_id; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.broker_id IS 'Broker that wrote the latest state.';
-
--- Name: COLUMN rlmm_segments.event_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.event_timestamp_ms IS 'Event time (ms since the epoch) of the latest state.';
-
--- Name: COLUMN rlmm_segments.segment_size_bytes; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.segment_size_bytes IS 'Size of the segment in remote storage, in bytes.';
-
--- Name: COLUMN rlmm_segments.custom_metadata; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.custom_metadata IS 'Opaque bytes of the remote storage manager; NULL: none.';
-
--- Name: COLUMN rlmm_segments.state; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.state IS 'Segment state: 0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED.';
-
--- Name: COLUMN rlmm_segments.txn_index_empty; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.txn_index_empty IS 'True when the segment has no transaction index entries.';
-
--- Name: COLUMN rlmm_segments.epochs; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.epochs IS 'Leader epochs in the segment, increasing; epochs[i] starts at epoch_start_offsets[i].';
-
--- Name: COLUMN rlmm_segments.epoch_start_offsets; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.epoch_start_offsets IS 'First offset of each epoch of the epochs column, strictly increasing.';
-
--- Name: COLUMN rlmm_segments.added_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.added_version IS 'Partition version of the add: orders segments that start at the same offset.';
-
--- Name: COLUMN rlmm_segments.finished_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.finished_version IS 'Partition version of the segment''s first COPY_SEGMENT_FINISHED; NULL: never finished.';
-
--- Name: COLUMN rlmm_segments.last_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.last_version IS 'Partition version of the latest write to the segment: the partition''s change feed (segments with last_version > v changed after v).';
-
--- Name: COLUMN rlmm_segments.created_at; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.created_at IS 'When the segment was added.';
-
--- Name: COLUMN rlmm_segments.updated_at; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.updated_at IS 'When the segment was last written to.';
-
--- Name: COLUMN rlmm_segments.epoch_ends_raised; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_segments.epoch_ends_raised IS 'True when the write that finished the segment (COPY_SEGMENT_FINISHED) raised rlmm_epoch_ends itself, as the library does from migration 00014 on; NULL otherwise, and then the trigger rlmm_segments_raise_epoch_ends raises them.';
-
--- Name: rlmm_segments_valid(public.rlmm_segments); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segments_valid(r public.rlmm_segments) RETURNS boolean
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    AS $$
-DECLARE
-    broken text;
-    detail text;
-BEGIN
-    IF r.state IN (0, 1, 2, 3)
-       AND 0 <= r.start_offset AND r.start_offset <= r.end_offset
-       AND r.segment_size_bytes >= 0
-       AND r.added_version <= r.last_version
-       AND (r.finished_version IS NULL OR (r.added_version < r.finished_version AND r.finished_version <= r.last_version))
-       AND (r.state <> 1 OR r.finished_version IS NOT NULL)
-       AND cardinality(r.epochs) >= 1
-       AND cardinality(r.epochs) = cardinality(r.epoch_start_offsets)
-       AND r.epoch_start_offsets[1] >= r.start_offset
-       AND r.epoch_start_offsets[cardinality(r.epoch_start_offsets)] <= r.end_offset THEN
-        RETURN true; -- every rule holds: nothing more to prepare
-    END IF;
-    IF NOT (r.state IN (0, 1, 2, 3)) THEN
-        broken := 'rlmm_segments_state_check'; detail := format('state %s is not 0, 1, 2 or 3', r.state);
-    ELSIF NOT (0 <= r.start_offset AND r.start_offset <= r.end_offset) THEN
-        broken := 'rlmm_segments_offsets_check'; detail := format('start_offset %s and end_offset %s must satisfy 0 <= start_offset <= end_offset', r.start_offset, r.end_offset);
-    ELSIF NOT (r.segment_size_bytes >= 0) THEN
-        broken := 'rlmm_segments_size_check'; detail := format('segment_size_bytes %s is negative', r.segment_size_bytes);
-    ELSIF NOT (r.added_version <= r.last_version
-               AND (r.finished_version IS NULL OR (r.added_version < r.finished_version AND r.finished_version <= r.last_version))
-               AND (r.state <> 1 OR r.finished_version IS NOT NULL)) THEN
-        broken := 'rlmm_segments_versions_check';
-        detail := format('added_version %s, finished_version %s and last_version %s must satisfy added <= last, added < finished <= last, and finished set in COPY_SEGMENT_FINISHED',
-                         r.added_version, coalesce(r.finished_version::text, 'NULL'), r.last_version);
-    ELSIF NOT (cardinality(r.epochs) >= 1
-               AND cardinality(r.epochs) = cardinality(r.epoch_start_offsets)
-               AND r.epoch_start_offsets[1] >= r.start_offset
-               AND r.epoch_start_offsets[cardinality(r.epoch_start_offsets)] <= r.end_offset) THEN
-        broken := 'rlmm_segments_epochs_check';
-        detail := format('epochs %s and epoch_start_offsets %s must be non-empty, as long as each other, and start inside [%s, %s]',
-                         r.epochs, r.epoch_start_offsets, r.start_offset, r.end_offset);
-    ELSE
-        RETURN true;
-    END IF;
-    RAISE EXCEPTION USING
-        ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'rlmm_segments',
-        MESSAGE = format('segment %s (topic %s, partition %s): %s (%s)', r.segment_id, r.topic, r.partition, detail, broken);
-END
-$$;
-
--- Name: FUNCTION rlmm_segments_valid(r public.rlmm_segments); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segments_valid(r public.rlmm_segments) IS 'The rules of a rlmm_segments row (constraint rlmm_segments_valid): raises check_violation naming the broken rule.';
-
--- Name: rlmm_segments_vanished(); Type: FUNCTION; Schema: public; Owner: -
-
-CREATE FUNCTION public.rlmm_segments_vanished() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $_$
-BEGIN
-    -- The partitions' rows are locked in key order; a live segment's
-    -- partition gets a new version, which the notification announces.
-    EXECUTE format($sql$
-        WITH gone AS (
-            SELECT v.topic_id, v.partition, max(v.last_version) AS last_version, bool_or(v.state <> 3) AS any_live
-            FROM rlmm_vanished_segments v
-            GROUP BY v.topic_id, v.partition
-        ), locked AS (
-            SELECT p.topic_id, p.partition, g.last_version, (g.any_live AND p.delete_state IS DISTINCT FROM 2) AS live
-            FROM %1$I.rlmm_partitions p
-            JOIN gone g ON g.topic_id = p.topic_id AND g.partition = p.partition
-            ORDER BY p.topic_id, p.partition
-            FOR NO KEY UPDATE OF p
-        ), marked AS (
-            UPDATE %1$I.rlmm_partitions p
-            SET version = CASE WHEN l.live THEN p.version + 1 ELSE p.version END,
-                vanished_version = CASE WHEN l.live THEN p.version + 1
-                                        ELSE greatest(p.vanished_version, l.last_version) END,
-                updated_at = CASE WHEN l.live THEN now() ELSE p.updated_at END
-            FROM locked l
-            WHERE p.topic_id = l.topic_id AND p.partition = l.partition
-            RETURNING p.topic_id, p.partition, p.version, l.live
-        )
-        SELECT pg_notify('rlmm_changes', m.topic_id::text || '/' || m.partition || '/' || m.version)
-        FROM marked m
-        WHERE m.live
-    $sql$, TG_TABLE_SCHEMA);
-    RETURN NULL;
-END
-$_$;
-
--- Name: FUNCTION rlmm_segments_vanished(); Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON FUNCTION public.rlmm_segments_vanished() IS 'Trigger rlmm_segments_vanished: a DELETE of segment rows marks their partitions (rlmm_partitions.vanished_version; a live segment also bumps the version and notifies), so that caches reload them.';
 
 -- Name: rlmm_set_partition_delete_state(uuid, integer, text, integer, bigint); Type: FUNCTION; Schema: public; Owner: -
 
@@ -1127,8 +227,8 @@ BEGIN
             HINT = 'The allowed transitions are in rlmm_partition_delete_transitions (statemachine.go).';
     END IF;
     new_version := cur.version + 1;
-    -- The version bumped in the same UPDATE: the guard trigger takes the
-    -- write for the library's and adds no bookkeeping.
+    -- The version bumped in the same UPDATE, as the library bumps it: the
+    -- delete state guard lets the write through.
     UPDATE rlmm_partitions p
     SET version = new_version,
         delete_state = target,
@@ -1216,14 +316,13 @@ BEGIN
     new_version := new_version + 1;
     UPDATE rlmm_partitions p SET version = new_version, updated_at = now()
     WHERE p.topic_id = seg.topic_id AND p.partition = seg.partition;
-    -- last_version stamped here: the guard trigger takes the write for the
-    -- library's and leaves the bookkeeping to this function.
+    -- last_version stamped here, as the library stamps it: the state guard
+    -- lets the write through.
     UPDATE rlmm_segments s
     SET state = target,
         broker_id = rlmm_set_segment_state.broker_id,
         event_timestamp_ms = coalesce(rlmm_set_segment_state.event_timestamp_ms, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
         finished_version = CASE WHEN target = 1 THEN coalesce(s.finished_version, new_version) ELSE s.finished_version END,
-        epoch_ends_raised = CASE WHEN target = 1 THEN true ELSE s.epoch_ends_raised END,
         last_version = new_version,
         updated_at = now()
     WHERE s.segment_id = seg.segment_id;
@@ -1254,6 +353,33 @@ $$;
 
 COMMENT ON FUNCTION public.rlmm_set_segment_state(segment_id uuid, state text, broker_id integer, event_timestamp_ms bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (partition version, epoch rows, epoch ends, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
 
+-- Name: rlmm_state_guard(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.rlmm_state_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- The WHEN clauses let through every write that stamps a new version,
+    -- as the library's statements and the repair functions do.
+    IF TG_TABLE_NAME = 'rlmm_partitions' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'check_violation', CONSTRAINT = 'rlmm_partitions_raw_state_change', TABLE = TG_TABLE_NAME,
+            MESSAGE = format('partition %s-%s (topic id %s): a raw UPDATE of delete_state bypasses the transition check, the version and the brokers'' caches; call rlmm_set_partition_delete_state(%L, %s, <state>)',
+                             OLD.topic, OLD.partition, OLD.topic_id, OLD.topic_id, OLD.partition),
+            HINT = 'See docs/DBA.md, "Repairs".';
+    END IF;
+    RAISE EXCEPTION USING
+        ERRCODE = 'check_violation', CONSTRAINT = TG_TABLE_NAME || '_raw_state_change', TABLE = TG_TABLE_NAME,
+        MESSAGE = format('%s: segment %s: a raw UPDATE of state bypasses the transition check, the epoch rows, the version and the brokers'' caches; call rlmm_set_segment_state(%L, <state>)',
+                         TG_TABLE_NAME, OLD.segment_id, OLD.segment_id),
+        HINT = 'See docs/DBA.md, "Repairs".';
+END
+$$;
+
+-- Name: FUNCTION rlmm_state_guard(); Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON FUNCTION public.rlmm_state_guard() IS 'Trigger: refuses a change of a segment''s or an epoch row''s state, or of a partition''s delete state, that does not stamp a new version (a raw UPDATE): the repair functions do such changes with their bookkeeping.';
+
 -- Name: rlmm_data_generation; Type: TABLE; Schema: public; Owner: -
 
 CREATE TABLE public.rlmm_data_generation (
@@ -1265,7 +391,7 @@ CREATE TABLE public.rlmm_data_generation (
 
 -- Name: TABLE rlmm_data_generation; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON TABLE public.rlmm_data_generation IS 'One row: the generation of the metadata, bumped by every TRUNCATE of rlmm_partitions, rlmm_segments or rlmm_epoch_ends and every DELETE of partition rows or epoch ends (versions restart or move back, which the change feed cannot tell). A cache loaded at another generation reloads.';
+COMMENT ON TABLE public.rlmm_data_generation IS 'One row: the generation of the metadata, bumped by rlmm_resync(). A cache loaded at another generation reloads every partition.';
 
 -- Name: COLUMN rlmm_data_generation.id; Type: COMMENT; Schema: public; Owner: -
 
@@ -1273,11 +399,51 @@ COMMENT ON COLUMN public.rlmm_data_generation.id IS 'Always 1: the table has one
 
 -- Name: COLUMN rlmm_data_generation.generation; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON COLUMN public.rlmm_data_generation.generation IS 'Bumped by each TRUNCATE or DELETE that a cache must reload after.';
+COMMENT ON COLUMN public.rlmm_data_generation.generation IS 'Bumped by rlmm_resync().';
 
 -- Name: COLUMN rlmm_data_generation.changed_at; Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON COLUMN public.rlmm_data_generation.changed_at IS 'When the generation was last bumped.';
+
+-- Name: rlmm_epoch_ends; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.rlmm_epoch_ends (
+    topic_id uuid NOT NULL,
+    partition integer NOT NULL,
+    epoch integer NOT NULL,
+    end_offset bigint NOT NULL,
+    max_segment_span bigint NOT NULL,
+    raised_version bigint NOT NULL,
+    CONSTRAINT rlmm_epoch_ends_values_check CHECK (((epoch >= 0) AND (end_offset >= 0) AND (max_segment_span >= 0)))
+);
+
+-- Name: TABLE rlmm_epoch_ends; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON TABLE public.rlmm_epoch_ends IS 'Per partition and leader epoch, the largest end offset of a range of that epoch in a segment that ever finished copying (EpochEndOffset) and the longest such segment (FirstSegmentForTimestamp''s bound). Raised by every COPY_SEGMENT_FINISHED, never lowered; taken by the purge of the partition''s delete.';
+
+-- Name: COLUMN rlmm_epoch_ends.topic_id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_epoch_ends.topic_id IS 'Kafka topic id.';
+
+-- Name: COLUMN rlmm_epoch_ends.partition; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_epoch_ends.partition IS 'Kafka partition number.';
+
+-- Name: COLUMN rlmm_epoch_ends.epoch; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_epoch_ends.epoch IS 'Leader epoch.';
+
+-- Name: COLUMN rlmm_epoch_ends.end_offset; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_epoch_ends.end_offset IS 'Largest last_offset of the epoch''s range in any segment that reached COPY_SEGMENT_FINISHED (deleted since or not): what EpochEndOffset answers.';
+
+-- Name: COLUMN rlmm_epoch_ends.max_segment_span; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_epoch_ends.max_segment_span IS 'Largest end_offset - start_offset of a segment carrying the epoch that reached COPY_SEGMENT_FINISHED: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
+
+-- Name: COLUMN rlmm_epoch_ends.raised_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_epoch_ends.raised_version IS 'Partition version of the write that last raised the row: the change feed.';
 
 -- Name: rlmm_partition_delete_states; Type: TABLE; Schema: public; Owner: -
 
@@ -1288,7 +454,7 @@ CREATE TABLE public.rlmm_partition_delete_states (
 
 -- Name: TABLE rlmm_partition_delete_states; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON TABLE public.rlmm_partition_delete_states IS 'The partition-delete states: code (rlmm_partitions.delete_state) and name. -1 NONE stands for a NULL delete_state (no delete record). Read-only; mirrors statemachine.go.';
+COMMENT ON TABLE public.rlmm_partition_delete_states IS 'The partition-delete states: code (rlmm_partitions.delete_state) and name; -1 NONE stands for a NULL delete_state. Read-only; mirrors statemachine.go.';
 
 -- Name: COLUMN rlmm_partition_delete_states.state; Type: COMMENT; Schema: public; Owner: -
 
@@ -1307,7 +473,7 @@ CREATE TABLE public.rlmm_partition_delete_transitions (
 
 -- Name: TABLE rlmm_partition_delete_transitions; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON TABLE public.rlmm_partition_delete_transitions IS 'The partition-delete transitions the state machine allows (-1: no delete record; self-transitions are idempotent retries): a copy of statemachine.go, checked against it by guard_test.go. The trigger rlmm_partitions_delete_state_guard refuses any UPDATE of rlmm_partitions.delete_state outside it. Read-only.';
+COMMENT ON TABLE public.rlmm_partition_delete_transitions IS 'The partition-delete transitions the state machine allows (-1: no delete record; self-transitions are idempotent retries): a copy of statemachine.go, which rlmm_set_partition_delete_state checks. Read-only.';
 
 -- Name: COLUMN rlmm_partition_delete_transitions.from_state; Type: COMMENT; Schema: public; Owner: -
 
@@ -1316,6 +482,190 @@ COMMENT ON COLUMN public.rlmm_partition_delete_transitions.from_state IS 'Delete
 -- Name: COLUMN rlmm_partition_delete_transitions.to_state; Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON COLUMN public.rlmm_partition_delete_transitions.to_state IS 'Delete state it may move to (rlmm_partition_delete_states).';
+
+-- Name: rlmm_partitions; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.rlmm_partitions (
+    topic_id uuid NOT NULL,
+    partition integer NOT NULL,
+    topic text NOT NULL,
+    version bigint DEFAULT 0 NOT NULL,
+    max_epoch_span bigint DEFAULT 0 NOT NULL,
+    delete_state smallint,
+    delete_broker_id integer,
+    delete_event_timestamp_ms bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    vanished_version bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT rlmm_partitions_counters_check CHECK (((version >= 0) AND (max_epoch_span >= 0) AND (vanished_version >= 0))),
+    CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((((delete_state IS NULL) = (delete_broker_id IS NULL)) AND ((delete_state IS NULL) = (delete_event_timestamp_ms IS NULL)))),
+    CONSTRAINT rlmm_partitions_delete_state_check CHECK ((delete_state = ANY (ARRAY[0, 1, 2]))),
+    CONSTRAINT rlmm_partitions_partition_check CHECK ((partition >= 0)),
+    CONSTRAINT rlmm_partitions_topic_check CHECK ((((length(topic) >= 1) AND (length(topic) <= 249)) AND (topic <> ALL (ARRAY['.'::text, '..'::text])) AND (ltrim(topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-'::text) = ''::text)))
+)
+WITH (fillfactor='50');
+
+-- Name: TABLE rlmm_partitions; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON TABLE public.rlmm_partitions IS 'One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version. Every write to the partition locks this row first.';
+
+-- Name: COLUMN rlmm_partitions.topic_id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.topic_id IS 'Kafka topic id (with partition, the identity of the partition).';
+
+-- Name: COLUMN rlmm_partitions.partition; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.partition IS 'Kafka partition number.';
+
+-- Name: COLUMN rlmm_partitions.topic; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.topic IS 'Topic name, as the first write named it.';
+
+-- Name: COLUMN rlmm_partitions.version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.version IS 'Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.';
+
+-- Name: COLUMN rlmm_partitions.max_epoch_span; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.max_epoch_span IS 'Largest last_offset - first_offset of any epoch range ever added: bounds how far back from an offset a lookup scans.';
+
+-- Name: COLUMN rlmm_partitions.delete_state; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.delete_state IS 'NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).';
+
+-- Name: COLUMN rlmm_partitions.delete_broker_id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.delete_broker_id IS 'Broker that wrote the latest partition-delete record.';
+
+-- Name: COLUMN rlmm_partitions.delete_event_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.delete_event_timestamp_ms IS 'Event time (ms since the epoch) of the latest partition-delete record.';
+
+-- Name: COLUMN rlmm_partitions.created_at; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.created_at IS 'When the row was created.';
+
+-- Name: COLUMN rlmm_partitions.updated_at; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.updated_at IS 'When the partition was last written to.';
+
+-- Name: COLUMN rlmm_partitions.vanished_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.vanished_version IS 'Largest version at which segment rows of the partition were deleted (rlmm_purge): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.';
+
+-- Name: rlmm_segments; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.rlmm_segments (
+    topic_id uuid NOT NULL,
+    partition integer NOT NULL,
+    segment_id uuid NOT NULL,
+    topic text NOT NULL,
+    start_offset bigint NOT NULL,
+    end_offset bigint NOT NULL,
+    max_timestamp_ms bigint NOT NULL,
+    broker_id integer NOT NULL,
+    event_timestamp_ms bigint NOT NULL,
+    segment_size_bytes integer NOT NULL,
+    custom_metadata bytea,
+    state smallint NOT NULL,
+    txn_index_empty boolean NOT NULL,
+    epochs integer[] NOT NULL,
+    epoch_start_offsets bigint[] NOT NULL,
+    added_version bigint NOT NULL,
+    finished_version bigint,
+    last_version bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT rlmm_segments_epochs_check CHECK (((cardinality(epochs) >= 1) AND (cardinality(epochs) = cardinality(epoch_start_offsets)) AND (epoch_start_offsets[1] >= start_offset) AND (epoch_start_offsets[cardinality(epoch_start_offsets)] <= end_offset))),
+    CONSTRAINT rlmm_segments_offsets_check CHECK (((0 <= start_offset) AND (start_offset <= end_offset))),
+    CONSTRAINT rlmm_segments_size_check CHECK ((segment_size_bytes >= 0)),
+    CONSTRAINT rlmm_segments_state_check CHECK ((state = ANY (ARRAY[0, 1, 2, 3]))),
+    CONSTRAINT rlmm_segments_versions_check CHECK (((added_version <= last_version) AND ((finished_version IS NULL) OR ((added_version < finished_version) AND (finished_version <= last_version))) AND ((state <> 1) OR (finished_version IS NOT NULL))))
+);
+
+-- Name: TABLE rlmm_segments; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON TABLE public.rlmm_segments IS 'One row per remote log segment ever added. A segment in DELETE_SEGMENT_FINISHED (or of a partition whose delete finished) is forgotten by every query but keeps its id taken until rlmm_purge deletes it.';
+
+-- Name: COLUMN rlmm_segments.topic_id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.topic_id IS 'Kafka topic id.';
+
+-- Name: COLUMN rlmm_segments.partition; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.partition IS 'Kafka partition number.';
+
+-- Name: COLUMN rlmm_segments.segment_id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.segment_id IS 'Remote log segment id, unique across partitions.';
+
+-- Name: COLUMN rlmm_segments.topic; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.topic IS 'Human-readable topic name.';
+
+-- Name: COLUMN rlmm_segments.start_offset; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.start_offset IS 'First offset in the segment.';
+
+-- Name: COLUMN rlmm_segments.end_offset; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.end_offset IS 'Last offset in the segment (inclusive).';
+
+-- Name: COLUMN rlmm_segments.max_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.max_timestamp_ms IS 'Largest record timestamp in the segment (ms since the epoch).';
+
+-- Name: COLUMN rlmm_segments.broker_id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.broker_id IS 'Broker that wrote the latest state (-1: an operator, through a repair function).';
+
+-- Name: COLUMN rlmm_segments.event_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.event_timestamp_ms IS 'Event time (ms since the epoch) of the latest state.';
+
+-- Name: COLUMN rlmm_segments.segment_size_bytes; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.segment_size_bytes IS 'Size of the segment in remote storage, in bytes.';
+
+-- Name: COLUMN rlmm_segments.custom_metadata; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.custom_metadata IS 'Opaque bytes of the remote storage manager; NULL: none.';
+
+-- Name: COLUMN rlmm_segments.state; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.state IS '0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED.';
+
+-- Name: COLUMN rlmm_segments.txn_index_empty; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.txn_index_empty IS 'True when the segment has no transaction index entries.';
+
+-- Name: COLUMN rlmm_segments.epochs; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.epochs IS 'Leader epochs in the segment, increasing; epochs[i] starts at epoch_start_offsets[i].';
+
+-- Name: COLUMN rlmm_segments.epoch_start_offsets; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.epoch_start_offsets IS 'First offset of each epoch of the epochs column, strictly increasing.';
+
+-- Name: COLUMN rlmm_segments.added_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.added_version IS 'Partition version of the add: orders segments that start at the same offset.';
+
+-- Name: COLUMN rlmm_segments.finished_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.finished_version IS 'Partition version of the first COPY_SEGMENT_FINISHED; NULL: never finished.';
+
+-- Name: COLUMN rlmm_segments.last_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.last_version IS 'Partition version of the latest write to the segment: the change feed (segments with last_version > v changed after v).';
+
+-- Name: COLUMN rlmm_segments.created_at; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.created_at IS 'When the segment was added.';
+
+-- Name: COLUMN rlmm_segments.updated_at; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segments.updated_at IS 'When the segment was last written to.';
 
 -- Name: rlmm_partitions_v; Type: VIEW; Schema: public; Owner: -
 
@@ -1438,6 +788,88 @@ COMMENT ON COLUMN public.rlmm_schema_compat.version IS 'The migration (goose ver
 
 COMMENT ON COLUMN public.rlmm_schema_compat.oldest_compatible_code IS 'The oldest schema version whose code still works once this migration is applied.';
 
+-- Name: rlmm_segment_epochs; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.rlmm_segment_epochs (
+    topic_id uuid NOT NULL,
+    partition integer NOT NULL,
+    segment_id uuid NOT NULL,
+    epoch integer NOT NULL,
+    first_offset bigint NOT NULL,
+    last_offset bigint NOT NULL,
+    state smallint NOT NULL,
+    segment_start_offset bigint NOT NULL,
+    segment_end_offset bigint NOT NULL,
+    added_version bigint NOT NULL,
+    finished_version bigint,
+    last_version bigint NOT NULL,
+    segment_size_bytes integer NOT NULL,
+    max_timestamp_ms bigint NOT NULL,
+    CONSTRAINT rlmm_segment_epochs_epoch_check CHECK ((epoch >= 0)),
+    CONSTRAINT rlmm_segment_epochs_range_check CHECK (((segment_start_offset <= first_offset) AND (first_offset <= last_offset) AND (last_offset <= segment_end_offset))),
+    CONSTRAINT rlmm_segment_epochs_state_check CHECK (((state = ANY (ARRAY[0, 1, 2, 3])) AND ((state <> 1) OR (finished_version IS NOT NULL))))
+);
+
+-- Name: TABLE rlmm_segment_epochs; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON TABLE public.rlmm_segment_epochs IS 'One row per (segment, leader epoch) with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what lookups, HighestOffsetForEpoch, listings by epoch and FirstSegmentForTimestamp read. Written by the same statements as the segment.';
+
+-- Name: COLUMN rlmm_segment_epochs.topic_id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.topic_id IS 'Kafka topic id.';
+
+-- Name: COLUMN rlmm_segment_epochs.partition; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.partition IS 'Kafka partition number.';
+
+-- Name: COLUMN rlmm_segment_epochs.segment_id; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.segment_id IS 'The segment (rlmm_segments.segment_id).';
+
+-- Name: COLUMN rlmm_segment_epochs.epoch; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.epoch IS 'Leader epoch.';
+
+-- Name: COLUMN rlmm_segment_epochs.first_offset; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.first_offset IS 'First offset of the epoch inside the segment.';
+
+-- Name: COLUMN rlmm_segment_epochs.last_offset; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.last_offset IS 'Last offset of the epoch inside the segment: the next epoch''s first offset minus 1, or the segment''s end offset.';
+
+-- Name: COLUMN rlmm_segment_epochs.state; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.state IS 'Copy of the segment''s state, kept in the same statement that changes it.';
+
+-- Name: COLUMN rlmm_segment_epochs.segment_start_offset; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.segment_start_offset IS 'Copy of the segment''s start offset (list order).';
+
+-- Name: COLUMN rlmm_segment_epochs.segment_end_offset; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.segment_end_offset IS 'Copy of the segment''s end offset (highest offset for an epoch).';
+
+-- Name: COLUMN rlmm_segment_epochs.added_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.added_version IS 'Copy of the segment''s added_version (list order).';
+
+-- Name: COLUMN rlmm_segment_epochs.finished_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.finished_version IS 'Partition version of the segment''s first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.';
+
+-- Name: COLUMN rlmm_segment_epochs.last_version; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.last_version IS 'Copy of the segment''s last_version, stamped by every write (the state guard tells a raw UPDATE by it staying unchanged).';
+
+-- Name: COLUMN rlmm_segment_epochs.segment_size_bytes; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.segment_size_bytes IS 'Copy of the segment''s segment_size_bytes (RemoteLogSize sums it).';
+
+-- Name: COLUMN rlmm_segment_epochs.max_timestamp_ms; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_segment_epochs.max_timestamp_ms IS 'Copy of the segment''s max_timestamp_ms (FirstSegmentForTimestamp filters on it).';
+
 -- Name: rlmm_segment_states; Type: TABLE; Schema: public; Owner: -
 
 CREATE TABLE public.rlmm_segment_states (
@@ -1447,7 +879,7 @@ CREATE TABLE public.rlmm_segment_states (
 
 -- Name: TABLE rlmm_segment_states; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON TABLE public.rlmm_segment_states IS 'The segment states: code (rlmm_segments.state) and name. Read-only; mirrors statemachine.go.';
+COMMENT ON TABLE public.rlmm_segment_states IS 'The segment states: code (rlmm_segments.state) and name, as Kafka spells it. Read-only; mirrors statemachine.go.';
 
 -- Name: COLUMN rlmm_segment_states.state; Type: COMMENT; Schema: public; Owner: -
 
@@ -1545,7 +977,7 @@ CREATE TABLE public.rlmm_segment_transitions (
 
 -- Name: TABLE rlmm_segment_transitions; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON TABLE public.rlmm_segment_transitions IS 'The segment transitions the state machine allows (self-transitions are idempotent retries): a copy of statemachine.go, checked against it by guard_test.go. The trigger rlmm_segments_state_guard refuses any UPDATE of rlmm_segments.state outside it. Read-only.';
+COMMENT ON TABLE public.rlmm_segment_transitions IS 'The segment transitions the state machine allows (self-transitions are idempotent retries): a copy of statemachine.go, which rlmm_set_segment_state checks. Read-only.';
 
 -- Name: COLUMN rlmm_segment_transitions.from_state; Type: COMMENT; Schema: public; Owner: -
 
@@ -1786,15 +1218,6 @@ ALTER TABLE ONLY public.rlmm_data_generation
 ALTER TABLE ONLY public.rlmm_epoch_ends
     ADD CONSTRAINT rlmm_epoch_ends_pkey PRIMARY KEY (topic_id, partition, epoch);
 
--- Name: rlmm_epoch_ends rlmm_epoch_ends_valid; Type: CHECK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE public.rlmm_epoch_ends
-    ADD CONSTRAINT rlmm_epoch_ends_valid CHECK (public.rlmm_epoch_ends_valid(rlmm_epoch_ends.*)) NOT VALID;
-
--- Name: CONSTRAINT rlmm_epoch_ends_valid ON rlmm_epoch_ends; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON CONSTRAINT rlmm_epoch_ends_valid ON public.rlmm_epoch_ends IS 'Every rule of an epoch-end row, in rlmm_epoch_ends_valid(); NOT VALID only because migration 00007 replaced equivalent constraints that had checked every existing row.';
-
 -- Name: rlmm_partition_delete_states rlmm_partition_delete_states_name_key; Type: CONSTRAINT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.rlmm_partition_delete_states
@@ -1815,15 +1238,6 @@ ALTER TABLE ONLY public.rlmm_partition_delete_transitions
 ALTER TABLE ONLY public.rlmm_partitions
     ADD CONSTRAINT rlmm_partitions_pkey PRIMARY KEY (topic_id, partition);
 
--- Name: rlmm_partitions rlmm_partitions_valid; Type: CHECK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE public.rlmm_partitions
-    ADD CONSTRAINT rlmm_partitions_valid CHECK (public.rlmm_partitions_valid(rlmm_partitions.*)) NOT VALID;
-
--- Name: CONSTRAINT rlmm_partitions_valid ON rlmm_partitions; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON CONSTRAINT rlmm_partitions_valid ON public.rlmm_partitions IS 'Every rule of a partition row, in rlmm_partitions_valid(); NOT VALID only because migration 00007 replaced equivalent constraints that had checked every existing row.';
-
 -- Name: rlmm_schema_compat rlmm_schema_compat_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.rlmm_schema_compat
@@ -1832,16 +1246,7 @@ ALTER TABLE ONLY public.rlmm_schema_compat
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.rlmm_segment_epochs
-    ADD CONSTRAINT rlmm_segment_epochs_pkey PRIMARY KEY (topic_id, partition, segment_id, epoch);
-
--- Name: rlmm_segment_epochs rlmm_segment_epochs_valid; Type: CHECK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE public.rlmm_segment_epochs
-    ADD CONSTRAINT rlmm_segment_epochs_valid CHECK (public.rlmm_segment_epochs_valid(rlmm_segment_epochs.*)) NOT VALID;
-
--- Name: CONSTRAINT rlmm_segment_epochs_valid ON rlmm_segment_epochs; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON CONSTRAINT rlmm_segment_epochs_valid ON public.rlmm_segment_epochs IS 'Every rule of an epoch row, in rlmm_segment_epochs_valid(); NOT VALID only because migration 00007 replaced equivalent constraints that had checked every existing row.';
+    ADD CONSTRAINT rlmm_segment_epochs_pkey PRIMARY KEY (segment_id, epoch);
 
 -- Name: rlmm_segment_states rlmm_segment_states_name_key; Type: CONSTRAINT; Schema: public; Owner: -
 
@@ -1863,22 +1268,13 @@ ALTER TABLE ONLY public.rlmm_segment_transitions
 ALTER TABLE ONLY public.rlmm_segments
     ADD CONSTRAINT rlmm_segments_pkey PRIMARY KEY (topic_id, partition, segment_id);
 
--- Name: rlmm_segments rlmm_segments_valid; Type: CHECK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE public.rlmm_segments
-    ADD CONSTRAINT rlmm_segments_valid CHECK (public.rlmm_segments_valid(rlmm_segments.*)) NOT VALID;
-
--- Name: CONSTRAINT rlmm_segments_valid ON rlmm_segments; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON CONSTRAINT rlmm_segments_valid ON public.rlmm_segments IS 'Every rule of a segment row, in rlmm_segments_valid(); NOT VALID only because migration 00007 replaced equivalent constraints that had checked every existing row.';
-
 -- Name: rlmm_partitions_deleted_idx; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX rlmm_partitions_deleted_idx ON public.rlmm_partitions USING btree (topic_id, partition) WHERE (delete_state = 2);
 
 -- Name: INDEX rlmm_partitions_deleted_idx; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON INDEX public.rlmm_partitions_deleted_idx IS 'The partitions in DELETE_PARTITION_FINISHED: what PurgeForgotten reads.';
+COMMENT ON INDEX public.rlmm_partitions_deleted_idx IS 'The partitions in DELETE_PARTITION_FINISHED: what rlmm_purge reads.';
 
 -- Name: rlmm_partitions_deleting_idx; Type: INDEX; Schema: public; Owner: -
 
@@ -1910,7 +1306,7 @@ CREATE INDEX rlmm_segments_forgotten_idx ON public.rlmm_segments USING btree (up
 
 -- Name: INDEX rlmm_segments_forgotten_idx; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON INDEX public.rlmm_segments_forgotten_idx IS 'The segments in DELETE_SEGMENT_FINISHED by when they got there: what PurgeForgotten reads.';
+COMMENT ON INDEX public.rlmm_segments_forgotten_idx IS 'The segments in DELETE_SEGMENT_FINISHED by when they got there: what rlmm_purge reads.';
 
 -- Name: rlmm_segments_in_flight_idx; Type: INDEX; Schema: public; Owner: -
 
@@ -1924,29 +1320,9 @@ CREATE INDEX rlmm_segments_list_idx ON public.rlmm_segments USING btree (topic_i
 
 CREATE UNIQUE INDEX rlmm_segments_segment_id_key ON public.rlmm_segments USING btree (segment_id);
 
--- Name: rlmm_epoch_ends rlmm_epoch_ends_deleted; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_epoch_ends_deleted AFTER DELETE ON public.rlmm_epoch_ends REFERENCING OLD TABLE AS rlmm_deleted_rows FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
-
--- Name: rlmm_epoch_ends rlmm_epoch_ends_truncated; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_epoch_ends_truncated AFTER TRUNCATE ON public.rlmm_epoch_ends FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
-
 -- Name: rlmm_partitions rlmm_partitions_delete_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_partitions_delete_state_guard BEFORE UPDATE OF delete_state ON public.rlmm_partitions FOR EACH ROW WHEN ((old.delete_state IS DISTINCT FROM new.delete_state)) EXECUTE FUNCTION public.rlmm_partitions_delete_state_guard();
-
--- Name: rlmm_partitions rlmm_partitions_deleted; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_partitions_deleted AFTER DELETE ON public.rlmm_partitions REFERENCING OLD TABLE AS rlmm_deleted_rows FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
-
--- Name: rlmm_partitions rlmm_partitions_truncated; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_partitions_truncated AFTER TRUNCATE ON public.rlmm_partitions FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
-
--- Name: rlmm_segment_epochs rlmm_segment_epochs_have_segment; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_segment_epochs_have_segment AFTER INSERT ON public.rlmm_segment_epochs FOR EACH ROW EXECUTE FUNCTION public.rlmm_segment_epochs_have_segment();
+CREATE TRIGGER rlmm_partitions_delete_state_guard BEFORE UPDATE OF delete_state ON public.rlmm_partitions FOR EACH ROW WHEN (((old.delete_state IS DISTINCT FROM new.delete_state) AND (NOT (old.version IS DISTINCT FROM new.version)))) EXECUTE FUNCTION public.rlmm_state_guard();
 
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_identity; Type: TRIGGER; Schema: public; Owner: -
 
@@ -1954,66 +1330,17 @@ CREATE TRIGGER rlmm_segment_epochs_identity BEFORE UPDATE OF topic_id, partition
 
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_segment_epochs_state_guard BEFORE UPDATE OF state ON public.rlmm_segment_epochs FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_segment_epochs_state_guard();
-
--- Name: rlmm_segments rlmm_segments_copy_to_epochs; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_segments_copy_to_epochs AFTER UPDATE OF segment_size_bytes, max_timestamp_ms ON public.rlmm_segments FOR EACH ROW WHEN (((old.segment_size_bytes IS DISTINCT FROM new.segment_size_bytes) OR (old.max_timestamp_ms IS DISTINCT FROM new.max_timestamp_ms))) EXECUTE FUNCTION public.rlmm_segments_copy_to_epochs();
-
--- Name: rlmm_segments rlmm_segments_forget_epochs; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_segments_forget_epochs AFTER DELETE ON public.rlmm_segments FOR EACH ROW EXECUTE FUNCTION public.rlmm_segments_forget_epochs();
+CREATE TRIGGER rlmm_segment_epochs_state_guard BEFORE UPDATE OF state ON public.rlmm_segment_epochs FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_state_guard();
 
 -- Name: rlmm_segments rlmm_segments_identity; Type: TRIGGER; Schema: public; Owner: -
 
 CREATE TRIGGER rlmm_segments_identity BEFORE UPDATE OF topic_id, partition, segment_id ON public.rlmm_segments FOR EACH ROW WHEN (((old.topic_id IS DISTINCT FROM new.topic_id) OR (old.partition IS DISTINCT FROM new.partition) OR (old.segment_id IS DISTINCT FROM new.segment_id))) EXECUTE FUNCTION public.rlmm_identity_guard();
 
--- Name: rlmm_segments rlmm_segments_raise_epoch_ends; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_segments_raise_epoch_ends AFTER UPDATE OF finished_version ON public.rlmm_segments FOR EACH ROW WHEN (((old.finished_version IS NULL) AND (new.finished_version IS NOT NULL) AND (new.epoch_ends_raised IS NOT TRUE))) EXECUTE FUNCTION public.rlmm_segments_raise_epoch_ends();
-
 -- Name: rlmm_segments rlmm_segments_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_segments_state_guard BEFORE UPDATE OF state ON public.rlmm_segments FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_segments_state_guard();
+CREATE TRIGGER rlmm_segments_state_guard BEFORE UPDATE OF state ON public.rlmm_segments FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_state_guard();
 
--- Name: rlmm_segments rlmm_segments_truncate_epochs; Type: TRIGGER; Schema: public; Owner: -
+-- Name: rlmm_segment_epochs rlmm_segment_epochs_segment_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_segments_truncate_epochs AFTER TRUNCATE ON public.rlmm_segments FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_segments_truncate_epochs();
-
--- Name: rlmm_segments rlmm_segments_truncated; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_segments_truncated AFTER TRUNCATE ON public.rlmm_segments FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_data_generation_bump();
-
--- Name: rlmm_segments rlmm_segments_vanished; Type: TRIGGER; Schema: public; Owner: -
-
-CREATE TRIGGER rlmm_segments_vanished AFTER DELETE ON public.rlmm_segments REFERENCING OLD TABLE AS rlmm_vanished_segments FOR EACH STATEMENT EXECUTE FUNCTION public.rlmm_segments_vanished();
-
--- Name: rlmm_epoch_ends rlmm_epoch_ends_partition_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.rlmm_epoch_ends
-    ADD CONSTRAINT rlmm_epoch_ends_partition_fkey FOREIGN KEY (topic_id, partition) REFERENCES public.rlmm_partitions(topic_id, partition);
-
--- Name: rlmm_partition_delete_transitions rlmm_partition_delete_transitions_from_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.rlmm_partition_delete_transitions
-    ADD CONSTRAINT rlmm_partition_delete_transitions_from_fkey FOREIGN KEY (from_state) REFERENCES public.rlmm_partition_delete_states(state);
-
--- Name: rlmm_partition_delete_transitions rlmm_partition_delete_transitions_to_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.rlmm_partition_delete_transitions
-    ADD CONSTRAINT rlmm_partition_delete_transitions_to_fkey FOREIGN KEY (to_state) REFERENCES public.rlmm_partition_delete_states(state);
-
--- Name: rlmm_segment_transitions rlmm_segment_transitions_from_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.rlmm_segment_transitions
-    ADD CONSTRAINT rlmm_segment_transitions_from_fkey FOREIGN KEY (from_state) REFERENCES public.rlmm_segment_states(state);
-
--- Name: rlmm_segment_transitions rlmm_segment_transitions_to_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.rlmm_segment_transitions
-    ADD CONSTRAINT rlmm_segment_transitions_to_fkey FOREIGN KEY (to_state) REFERENCES public.rlmm_segment_states(state);
-
--- Name: rlmm_segments rlmm_segments_partition_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.rlmm_segments
-    ADD CONSTRAINT rlmm_segments_partition_fkey FOREIGN KEY (topic_id, partition) REFERENCES public.rlmm_partitions(topic_id, partition);
+ALTER TABLE ONLY public.rlmm_segment_epochs
+    ADD CONSTRAINT rlmm_segment_epochs_segment_fkey FOREIGN KEY (segment_id) REFERENCES public.rlmm_segments(segment_id) ON DELETE CASCADE;

@@ -5,7 +5,7 @@ package remotestorage
 // leak in remote storage, compare KAFKA-16511), deletions stuck in
 // DELETE_SEGMENT_STARTED, and partition deletes stuck in
 // DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED. What counts as stuck
-// is decided in one place, the view rlmm_stuck_v (migration 00005); this
+// is decided in one place, the view rlmm_stuck_v (migrations/); this
 // file only applies the threshold.
 
 import (

@@ -72,8 +72,8 @@ func TestStuckWork(t *testing.T) {
 	require.EqualValues(t, 3, part.BrokerID)
 	require.Equal(t, uuid.Nil, part.SegmentID)
 
-	// A manual repair is a write: the guard stamps updated_at, the clock restarts.
-	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET state = 3 WHERE segment_id = $1`, deleteStuck.SegmentID)
+	// A repair is a write: it stamps updated_at, the clock restarts.
+	_, err = pool.Exec(ctx, `SELECT rlmm_set_segment_state($1, 'delete_finished')`, deleteStuck.SegmentID)
 	require.NoError(t, err)
 	r, err = rs.StuckWork(ctx, pool, time.Hour)
 	require.NoError(t, err)

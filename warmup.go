@@ -13,8 +13,8 @@ import (
 // warmUp runs the manager's statements once on a new connection, in a
 // transaction it rolls back: an add and its COPY_SEGMENT_FINISHED of a
 // segment in a partition of a random topic id, and the queries of the
-// partition. The connection then holds them prepared, the catalog entries
-// they read and the row rules compiled, so that the first call it serves
+// partition. The connection then holds them prepared and the catalog
+// entries they read loaded, so that the first call it serves
 // costs about what a warm one does (docs/BENCHMARKS.md, BenchmarkColdStart).
 // Nothing is stored. It fails silently: a database not migrated yet (the
 // pool Migrate runs on) simply gets a cold connection.

@@ -97,7 +97,7 @@ WHERE s.segment_id = (
           SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
           WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
       AND e.segment_end_offset >= $4::bigint
-      AND coalesce(e.max_timestamp_ms, rlmm_segment_max_timestamp_ms(e.topic_id, e.partition, e.segment_id)) >= $5::bigint
+      AND e.max_timestamp_ms >= $5::bigint
     ORDER BY e.segment_start_offset, e.added_version
     LIMIT 1)
   AND (s.topic_id = $1::uuid AND s.partition = $2::integer) IS TRUE
@@ -133,20 +133,17 @@ type SegmentFirstForTimestampRow struct {
 }
 
 // FirstSegmentForTimestamp and EpochEndOffset. rlmm_epoch_ends is
-// raised by SegmentUpdate's epoch_ends CTE (queries/segments.sql) and by the
-// guard trigger of a manual COPY_SEGMENT_FINISHED (migrations/00004).
+// raised by SegmentUpdate's epoch_ends CTE (queries/segments.sql) and by
+// rlmm_set_segment_state's COPY_SEGMENT_FINISHED.
 // The first finished segment carrying @epoch, in list order (start offset,
 // then added version), whose end offset >= @starting_offset and whose
 // max_timestamp_ms >= @timestamp_ms. A walk of the epoch's rows in
 // rlmm_segment_epochs_list_idx, which is in list order, filtered on the
-// copies each row carries (migrations/00015), then the segment by its id:
-//   - from start offset @starting_offset - max_segment_span (rlmm_epoch_ends,
-//     by primary key: no finished segment carrying the epoch is longer, so
-//     none starting earlier reaches @starting_offset; no row: no finished
-//     segment ever carried the epoch, and the walk is empty);
-//   - a row without the copy of max_timestamp_ms (older than 00015, or
-//     written by older code or by hand) reads it from its segment, through
-//     a function rather than a sub-select (00015 says why).
+// copies each row carries (max_timestamp_ms), then the segment by its id,
+// from start offset @starting_offset - max_segment_span (rlmm_epoch_ends,
+// by primary key: no finished segment carrying the epoch is longer, so none
+// starting earlier reaches @starting_offset; no row: no finished segment
+// ever carried the epoch, and the walk is empty).
 func (q *Queries) SegmentFirstForTimestamp(ctx context.Context, db DBTX, arg SegmentFirstForTimestampParams) (SegmentFirstForTimestampRow, error) {
 	row := db.QueryRow(ctx, segmentFirstForTimestamp,
 		arg.TopicID,

@@ -16,8 +16,8 @@ const dataGeneration = `-- name: DataGeneration :one
 SELECT coalesce(max(g.generation), 0)::bigint AS generation FROM rlmm_data_generation g
 `
 
-// The data's generation: bumped by every TRUNCATE, and every DELETE of
-// partition rows or epoch ends (migration 00010). 0: the row is gone.
+// The data's generation: bumped by rlmm_resync(), which a DBA runs after
+// raw DML. 0: the row is gone.
 func (q *Queries) DataGeneration(ctx context.Context, db DBTX) (int64, error) {
 	row := db.QueryRow(ctx, dataGeneration)
 	var generation int64
@@ -69,7 +69,7 @@ WITH head AS MATERIALIZED (
     ) AS ee
     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
 )
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised, head.version AS partition_version, head.delete_state AS partition_delete_state,
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, head.version AS partition_version, head.delete_state AS partition_delete_state,
     head.vanished_version AS partition_vanished_version, head.generation AS data_generation,
     head.epochs AS end_epochs, head.end_offsets AS end_offsets
 FROM head
@@ -133,7 +133,6 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
-			&i.RlmmSegment.EpochEndsRaised,
 			&i.PartitionVersion,
 			&i.PartitionDeleteState,
 			&i.PartitionVanishedVersion,
@@ -152,7 +151,7 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 }
 
 const partitionChanges = `-- name: PartitionChanges :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.last_version > $3::bigint
@@ -203,7 +202,6 @@ func (q *Queries) PartitionChanges(ctx context.Context, db DBTX, arg PartitionCh
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
-			&i.RlmmSegment.EpochEndsRaised,
 		); err != nil {
 			return nil, err
 		}
@@ -296,7 +294,7 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 }
 
 const partitionGet = `-- name: PartitionGet :one
-SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version, purged_version FROM rlmm_partitions
+SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version FROM rlmm_partitions
 WHERE topic_id = $1::uuid AND partition = $2::integer
 `
 
@@ -320,13 +318,12 @@ func (q *Queries) PartitionGet(ctx context.Context, db DBTX, arg PartitionGetPar
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.VanishedVersion,
-		&i.PurgedVersion,
 	)
 	return i, err
 }
 
 const partitionLoad = `-- name: PartitionLoad :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -377,7 +374,6 @@ func (q *Queries) PartitionLoad(ctx context.Context, db DBTX, arg PartitionLoadP
 			&i.RlmmSegment.LastVersion,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
-			&i.RlmmSegment.EpochEndsRaised,
 		); err != nil {
 			return nil, err
 		}

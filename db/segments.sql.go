@@ -706,10 +706,7 @@ func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg Segm
 }
 
 const segmentSizeByEpoch = `-- name: SegmentSizeByEpoch :one
-SELECT coalesce(sum(coalesce(
-    e.segment_size_bytes,
-    (SELECT s.segment_size_bytes FROM rlmm_segments s
-     WHERE s.segment_id = e.segment_id AND (s.topic_id = e.topic_id AND s.partition = e.partition) IS TRUE))), 0)::bigint AS size
+SELECT coalesce(sum(e.segment_size_bytes), 0)::bigint AS size
 FROM rlmm_segment_epochs e
 WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
   AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -725,8 +722,7 @@ type SegmentSizeByEpochParams struct {
 
 // Sum of the sizes of SegmentListByEpoch: one range of
 // rlmm_segment_epochs_list_idx, the epoch's rows, each carrying its
-// segment's size (migrations/00015). A row without the copy (older than
-// 00015, or written by older code or by hand) reads it from its segment.
+// segment's size.
 func (q *Queries) SegmentSizeByEpoch(ctx context.Context, db DBTX, arg SegmentSizeByEpochParams) (int64, error) {
 	row := db.QueryRow(ctx, segmentSizeByEpoch, arg.TopicID, arg.Partition, arg.Epoch)
 	var size int64
@@ -748,15 +744,12 @@ WITH locked_partition AS MATERIALIZED (
         finished_version = CASE WHEN $8::boolean
                                 THEN coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp))
                                 ELSE s.finished_version END,
-        -- The epoch_ends CTE below raises the epoch ends: the trigger
-        -- rlmm_segments_raise_epoch_ends need not raise them again (00014).
-        epoch_ends_raised = CASE WHEN $8::boolean THEN true ELSE s.epoch_ends_raised END,
         last_version = (SELECT lp.version + 1 FROM locked_partition lp),
         updated_at = now()
     WHERE s.segment_id = $1::uuid AND (s.topic_id = $2::uuid AND s.partition = $3::integer) IS TRUE
       AND s.state = ANY($9::smallint[])
       AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
-    RETURNING s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, s.epoch_ends_raised
+    RETURNING s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
 ), partition_row AS (
     UPDATE rlmm_partitions AS p
     SET version = segment.last_version, updated_at = now()
@@ -769,7 +762,7 @@ WITH locked_partition AS MATERIALIZED (
     FROM segment
     WHERE e.topic_id = $2::uuid AND e.partition = $3::integer AND e.segment_id = $1::uuid
 ), epoch_ends AS (
-    -- EpochEndOffset (migrations/00004): a COPY_SEGMENT_FINISHED
+    -- EpochEndOffset: a COPY_SEGMENT_FINISHED
     -- raises the partition's per-epoch high-water marks to the ends of the
     -- segment's epoch ranges (and the longest finished segment per epoch,
     -- FirstSegmentForTimestamp's bound). Nothing lowers them. Reads the

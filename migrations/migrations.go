@@ -93,13 +93,13 @@ func NewProvider(db *sql.DB) (*goose.Provider, error) {
 // the prelude that takes the data tables' locks in the writers' order, and
 // each keeps rlmm_schema_compat in step (a Down removes the row of the
 // migration it rolls back). It does not retry a migration refused its
-// locks, nor build indexes concurrently first: that is Up's work.
+// locks: that is Up's work.
 func NewProviderFS(db *sql.DB, fsys fs.FS) (*goose.Provider, error) {
 	locker, err := newLocker()
 	if err != nil {
 		return nil, err
 	}
-	pfs, err := preparedFS(fsys, nil)
+	pfs, err := preparedFS(fsys)
 	if err != nil {
 		return nil, err
 	}
@@ -269,4 +269,40 @@ ON CONFLICT (version) DO UPDATE SET oldest_compatible_code = excluded.oldest_com
 		}
 	}
 	return nil
+}
+
+// Baseline is the version of release 1's baseline migration, the whole
+// schema of release 1 in one file. The migrations before it (the
+// pre-release chain, 1 to 18) are no longer shipped: the baseline moves a
+// database at 18 onto itself and refuses an older one. See
+// docs/MIGRATIONS.md, "Releases".
+const Baseline = 19
+
+// Release is a release of the schema: the newest migration it ships.
+type Release struct {
+	Number int
+	Schema int64
+}
+
+// Releases are the releases made, oldest first. Code of release N keeps
+// working while the database moves from release N to N+1: every migration
+// after release N's schema declares "-- rlmm:compatible-with" that schema
+// or older (never older than the baseline). Older code must upgrade first:
+// NewPgManager refuses a schema that does not declare its code compatible
+// and names both versions. See docs/MIGRATIONS.md, "Releases".
+var Releases = []Release{{Number: 1, Schema: Baseline}}
+
+// ReleaseOf returns the release that ships schema version v: 0 for a
+// version after the newest release (not released yet) or before the
+// baseline (the pre-release chain).
+func ReleaseOf(v int64) int {
+	if v < Baseline {
+		return 0
+	}
+	for _, r := range Releases {
+		if v <= r.Schema {
+			return r.Number
+		}
+	}
+	return 0
 }

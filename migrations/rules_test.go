@@ -94,14 +94,6 @@ func TestMigrationRules(t *testing.T) {
 		}
 		require.Empty(t, ruleViolations(s))
 	}
-	// 00005, written before the rules, builds its indexes in its
-	// transaction: the checks see it (Migrate builds them concurrently
-	// first).
-	i := slices.IndexFunc(srcs, func(s source) bool { return s.version == 5 })
-	require.GreaterOrEqual(t, i, 0)
-	v := ruleViolations(srcs[i])
-	require.Len(t, v, 2)
-	require.Contains(t, v[0], "index on rlmm_segments is not built concurrently")
 }
 
 // The checks catch what they are meant to: each bad file is refused, and
@@ -167,17 +159,41 @@ func TestPreludeLockMode(t *testing.T) {
 	t.Parallel()
 	srcs, err := sources(files)
 	require.NoError(t, err)
-	got := map[int64][2]string{}
-	for _, s := range srcs {
-		got[s.version] = [2]string{s.lockMode(true), s.lockMode(false)}
-	}
-	for version, want := range map[int64][2]string{
-		4:  {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
-		5:  {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
-		6:  {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
-		7:  {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
-		12: {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
+	require.Equal(t, [2]string{"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"}, [2]string{srcs[0].lockMode(true), srcs[0].lockMode(false)}, "the baseline (up, down)")
+	for text, want := range map[string][2]string{
+		"-- +goose Up\nCREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';\n-- +goose Down\nDROP FUNCTION f();\n":        {"EXCLUSIVE", "EXCLUSIVE"},
+		"-- +goose Up\nALTER TABLE rlmm_segments ADD COLUMN c text;\n-- +goose Down\nALTER TABLE rlmm_segments DROP COLUMN c;\n": {"ACCESS EXCLUSIVE", "ACCESS EXCLUSIVE"},
+		"-- +goose Up\nCREATE TABLE t (a int);\n-- +goose Down\nDROP TABLE t;\n":                                                 {"EXCLUSIVE", "ACCESS EXCLUSIVE"},
 	} {
-		require.Equal(t, want, got[version], "migration %d (up, down)", version)
+		s := source{version: RulesFrom, name: "x.sql", text: text}
+		require.Equal(t, want, [2]string{s.lockMode(true), s.lockMode(false)}, "%s (up, down)", text)
+	}
+}
+
+// The compatibility window (docs/MIGRATIONS.md, "Releases"): every
+// migration after a release's schema declares the code of that release
+// compatible, so that its brokers keep working while the database moves to
+// the next release; and none claims code older than the baseline, which
+// cannot run on it.
+func TestMigrationsKeepTheWindow(t *testing.T) {
+	t.Parallel()
+	compat, err := Compatibility(files)
+	require.NoError(t, err)
+	srcs, err := sources(files)
+	require.NoError(t, err)
+	require.Equal(t, int64(Baseline), srcs[0].version, "the baseline is the first migration shipped")
+	_, declared := compat[Baseline]
+	require.False(t, declared, "the baseline declares no older code compatible: pre-release code cannot run on it")
+	require.Equal(t, int64(Baseline), Releases[0].Schema, "release 1 is the baseline")
+	for _, s := range srcs[1:] {
+		r := ReleaseOf(s.version)
+		prev := Releases[len(Releases)-1].Schema // an unreleased migration: the newest release's
+		if r > 0 {
+			prev = Releases[r-2].Schema
+		}
+		oldest, ok := compat[s.version]
+		require.True(t, ok, "%s declares no \"-- rlmm:compatible-with\" line: brokers of the release before it would refuse the schema", s.name)
+		require.GreaterOrEqual(t, oldest, Baseline, "%s declares code older than the baseline compatible", s.name)
+		require.LessOrEqual(t, oldest, prev, "%s must declare the code of the release before it (schema %d) compatible", s.name, prev)
 	}
 }

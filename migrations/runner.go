@@ -24,13 +24,6 @@ package migrations
 // a Down removes it), so the table never holds a row for a migration that
 // is not applied.
 //
-// An index that a transactional migration creates on a table that already
-// exists (CREATE INDEX name ON table ..., outside a StatementBegin block) is
-// built first with CREATE INDEX CONCURRENTLY, which does not block writes;
-// the statement then runs as CREATE INDEX IF NOT EXISTS, which finds it.
-// New migrations build their indexes concurrently themselves (see
-// docs/MIGRATIONS.md); this serves the files that shipped before the rule.
-//
 // The files themselves are never changed: their hash (Hash) and what the
 // goose CLI or `rlmmctl migrate sql` applies stay the same.
 
@@ -59,10 +52,9 @@ var WriterLockOrder = []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment
 
 // RulesFrom is the first migration held to the rules of docs/MIGRATIONS.md
 // (writers' lock order, indexes built concurrently, backfills that bump
-// versions and can run again). The files before it shipped earlier and
-// cannot change: Migrate runs them behind its prelude and builds their new
-// indexes concurrently first.
-const RulesFrom = 8
+// versions and can run again): every migration shipped, from the baseline
+// on.
+const RulesFrom = Baseline
 
 // source is one migration file.
 type source struct {
@@ -105,11 +97,10 @@ func cmpInt(a, b int64) int {
 }
 
 var (
-	noTxRE      = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+NO\s+TRANSACTION\s*$`)
-	upRE        = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+Up\s*$`)
-	downRE      = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+Down\s*$`)
-	blockRE     = regexp.MustCompile(`(?ms)^\s*--\s*\+goose\s+StatementBegin\s*$.*?^\s*--\s*\+goose\s+StatementEnd\s*$`)
-	createIdxRE = regexp.MustCompile(`(?ims)^[ \t]*CREATE[ \t]+(UNIQUE[ \t]+)?INDEX[ \t]+(\w+)[ \t]+ON[ \t]+(\w+)\b[^;]*;`)
+	noTxRE  = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+NO\s+TRANSACTION\s*$`)
+	upRE    = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+Up\s*$`)
+	downRE  = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+Down\s*$`)
+	blockRE = regexp.MustCompile(`(?ms)^\s*--\s*\+goose\s+StatementBegin\s*$.*?^\s*--\s*\+goose\s+StatementEnd\s*$`)
 )
 
 // section returns the Up (up) or Down part of a migration's text.
@@ -129,25 +120,6 @@ func section(text string, up bool) string {
 		return text[d[1]:u[0]]
 	}
 	return text[d[1]:]
-}
-
-// indexBuild is a CREATE INDEX statement of a transactional Up section.
-type indexBuild struct {
-	statement, unique, name, table string
-}
-
-// indexBuilds returns the CREATE INDEX statements of a transactional
-// migration's Up section, outside StatementBegin blocks.
-func (s source) indexBuilds() []indexBuild {
-	if s.noTx {
-		return nil
-	}
-	up := blockRE.ReplaceAllString(section(s.text, true), "")
-	var out []indexBuild
-	for _, m := range createIdxRE.FindAllStringSubmatch(up, -1) {
-		out = append(out, indexBuild{statement: strings.TrimSpace(m[0]), unique: m[1], name: m[2], table: m[3]})
-	}
-	return out
 }
 
 // needsAccessExclusiveRE matches a statement that takes ACCESS EXCLUSIVE
@@ -250,9 +222,8 @@ $rlmm_migrate$;
 `
 
 // prepared returns the text of s as Migrate runs it: the prelude first in
-// each section; in Up, the declaration recorded, and each index named in
-// prebuilt created IF NOT EXISTS.
-func (s source) prepared(compat map[int64]int64, prebuilt map[string]bool) string {
+// each section, and in Up the declaration recorded.
+func (s source) prepared(compat map[int64]int64) string {
 	record := func(up bool) string {
 		oldest, ok := compat[s.version]
 		if !up || !ok {
@@ -267,24 +238,6 @@ func (s source) prepared(compat map[int64]int64, prebuilt map[string]bool) strin
 		return "\n" + fmt.Sprintf(preludeSQL, s.version, record(up), s.lockMode(up))
 	}
 	text := s.text
-	if len(prebuilt) > 0 {
-		if u := upRE.FindStringIndex(text); u != nil {
-			end := len(text)
-			if d := downRE.FindStringIndex(text); d != nil && d[0] > u[1] {
-				end = d[0]
-			}
-			up := createIdxRE.ReplaceAllStringFunc(text[u[1]:end], func(stmt string) string {
-				m := createIdxRE.FindStringSubmatch(stmt)
-				if !prebuilt[m[2]] {
-					return stmt
-				}
-				head := regexp.MustCompile(`(?i)INDEX[ \t]+` + regexp.QuoteMeta(m[2]) + `\b`)
-				loc := head.FindStringIndex(stmt)
-				return stmt[:loc[0]] + "INDEX IF NOT EXISTS " + m[2] + stmt[loc[1]:]
-			})
-			text = text[:u[1]] + up + text[end:]
-		}
-	}
 	// Insert after the annotation lines (whose ends the regexps mark).
 	if d := downRE.FindStringIndex(text); d != nil {
 		text = text[:d[1]] + prelude(false) + text[d[1]:]
@@ -296,7 +249,7 @@ func (s source) prepared(compat map[int64]int64, prebuilt map[string]bool) strin
 }
 
 // preparedFS is fsys as Migrate runs it (see prepared).
-func preparedFS(fsys fs.FS, prebuilt map[string]bool) (fs.FS, error) {
+func preparedFS(fsys fs.FS) (fs.FS, error) {
 	compat, err := Compatibility(fsys)
 	if err != nil {
 		return nil, err
@@ -307,7 +260,7 @@ func preparedFS(fsys fs.FS, prebuilt map[string]bool) (fs.FS, error) {
 	}
 	out := fstest.MapFS{}
 	for _, s := range srcs {
-		out[s.name] = &fstest.MapFile{Data: []byte(s.prepared(compat, prebuilt))}
+		out[s.name] = &fstest.MapFile{Data: []byte(s.prepared(compat))}
 	}
 	return out, nil
 }
@@ -323,11 +276,7 @@ func retryable(err error) bool {
 // applyVersion applies one migration (Up), retrying while it is refused its
 // locks, and returns false when another process applied it meanwhile.
 func applyVersion(ctx context.Context, db *sql.DB, fsys fs.FS, s source) (bool, error) {
-	prebuilt, err := prebuildIndexes(ctx, db, s)
-	if err != nil {
-		return false, err
-	}
-	pfs, err := preparedFS(fsys, prebuilt)
+	pfs, err := preparedFS(fsys)
 	if err != nil {
 		return false, err
 	}
@@ -357,38 +306,6 @@ func applyVersion(ctx context.Context, db *sql.DB, fsys fs.FS, s source) (bool, 
 		}
 		pause = min(2*pause, time.Second)
 	}
-}
-
-// prebuildIndexes builds concurrently each index that s creates on an
-// existing table and that does not exist yet, and returns their names. A
-// build that fails leaves nothing behind; the migration's transaction then
-// builds the index itself.
-func prebuildIndexes(ctx context.Context, db *sql.DB, s source) (map[string]bool, error) {
-	built := map[string]bool{}
-	for _, ix := range s.indexBuilds() {
-		var tableExists, indexExists bool
-		if err := db.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`, ix.table, ix.name).Scan(&tableExists, &indexExists); err != nil {
-			return nil, fmt.Errorf("migrations: version %d: look for index %s: %w", s.version, ix.name, err)
-		}
-		if !tableExists || indexExists {
-			continue
-		}
-		head := regexp.MustCompile(`(?i)INDEX[ \t]+` + regexp.QuoteMeta(ix.name) + `\b`)
-		loc := head.FindStringIndex(ix.statement)
-		concurrent := ix.statement[:loc[0]] + "INDEX CONCURRENTLY IF NOT EXISTS " + ix.name + ix.statement[loc[1]:]
-		if _, err := db.ExecContext(ctx, concurrent); err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			// A failed concurrent build leaves an invalid index behind.
-			if _, derr := db.ExecContext(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+ix.name); derr != nil {
-				return nil, fmt.Errorf("migrations: version %d: drop the failed concurrent build of %s: %w (it failed with: %w)", s.version, ix.name, derr, err)
-			}
-			continue
-		}
-		built[ix.name] = true
-	}
-	return built, nil
 }
 
 // upToDate reports, reading only, whether every migration of srcs up to

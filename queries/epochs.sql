@@ -1,20 +1,17 @@
 -- FirstSegmentForTimestamp and EpochEndOffset. rlmm_epoch_ends is
--- raised by SegmentUpdate's epoch_ends CTE (queries/segments.sql) and by the
--- guard trigger of a manual COPY_SEGMENT_FINISHED (migrations/00004).
+-- raised by SegmentUpdate's epoch_ends CTE (queries/segments.sql) and by
+-- rlmm_set_segment_state's COPY_SEGMENT_FINISHED.
 
 -- name: SegmentFirstForTimestamp :one
 -- The first finished segment carrying @epoch, in list order (start offset,
 -- then added version), whose end offset >= @starting_offset and whose
 -- max_timestamp_ms >= @timestamp_ms. A walk of the epoch's rows in
 -- rlmm_segment_epochs_list_idx, which is in list order, filtered on the
--- copies each row carries (migrations/00015), then the segment by its id:
--- - from start offset @starting_offset - max_segment_span (rlmm_epoch_ends,
---   by primary key: no finished segment carrying the epoch is longer, so
---   none starting earlier reaches @starting_offset; no row: no finished
---   segment ever carried the epoch, and the walk is empty);
--- - a row without the copy of max_timestamp_ms (older than 00015, or
---   written by older code or by hand) reads it from its segment, through
---   a function rather than a sub-select (00015 says why).
+-- copies each row carries (max_timestamp_ms), then the segment by its id,
+-- from start offset @starting_offset - max_segment_span (rlmm_epoch_ends,
+-- by primary key: no finished segment carrying the epoch is longer, so none
+-- starting earlier reaches @starting_offset; no row: no finished segment
+-- ever carried the epoch, and the walk is empty).
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
        s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
        s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
@@ -35,7 +32,7 @@ WHERE s.segment_id = (
           SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
           WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer)
       AND e.segment_end_offset >= @starting_offset::bigint
-      AND coalesce(e.max_timestamp_ms, rlmm_segment_max_timestamp_ms(e.topic_id, e.partition, e.segment_id)) >= @timestamp_ms::bigint
+      AND e.max_timestamp_ms >= @timestamp_ms::bigint
     ORDER BY e.segment_start_offset, e.added_version
     LIMIT 1)
   AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE

@@ -16,8 +16,8 @@ SELECT coalesce(
     (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation;
 
 -- name: DataGeneration :one
--- The data's generation: bumped by every TRUNCATE, and every DELETE of
--- partition rows or epoch ends (migration 00010). 0: the row is gone.
+-- The data's generation: bumped by rlmm_resync(), which a DBA runs after
+-- raw DML. 0: the row is gone.
 SELECT coalesce(max(g.generation), 0)::bigint AS generation FROM rlmm_data_generation g;
 
 -- name: PartitionGet :one

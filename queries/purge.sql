@@ -4,15 +4,14 @@
 -- DELETE_SEGMENT_FINISHED (the write that put it there, or a retry of it),
 -- and since its partition row's updated_at when the partition is in
 -- DELETE_PARTITION_FINISHED (no write changes such a partition but a retry of
--- that state). The statements are those of rlmm_purge_round
--- (migrations/00018), which DBAs call from psql too: each round is bounded
--- by @batch_size, and takes every row lock with SKIP LOCKED, so a purge
--- never waits on a broker's write or on another purge, and two purges never
--- pick the same row. Every segment deleted takes its epoch rows with it
--- (the trigger rlmm_segments_forget_epochs), and marks its partition's
--- vanished_version (the trigger rlmm_segments_vanished of migration 00010),
--- which tells caches behind it to reload the partition rather than catch up
--- (pgcache.go).
+-- that state). The statements are those of the function rlmm_purge_round
+-- (migrations/), which DBAs call from psql too (rlmm_purge): each round is
+-- bounded by @batch_size, and takes every row lock with SKIP LOCKED, so a
+-- purge never waits on a broker's write or on another purge, and two
+-- purges never pick the same row. Every segment deleted takes its epoch
+-- rows with it (the foreign key's ON DELETE CASCADE), and marks its
+-- partition's vanished_version, which tells caches behind it to reload the
+-- partition rather than catch up (pgcache.go).
 
 -- name: PurgeRound :one
 -- One round: the segments deleted, and the partitions whose delete record

@@ -87,9 +87,6 @@ WITH locked_partition AS MATERIALIZED (
         finished_version = CASE WHEN @finishing::boolean
                                 THEN coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp))
                                 ELSE s.finished_version END,
-        -- The epoch_ends CTE below raises the epoch ends: the trigger
-        -- rlmm_segments_raise_epoch_ends need not raise them again (00014).
-        epoch_ends_raised = CASE WHEN @finishing::boolean THEN true ELSE s.epoch_ends_raised END,
         last_version = (SELECT lp.version + 1 FROM locked_partition lp),
         updated_at = now()
     WHERE s.segment_id = @segment_id::uuid AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE
@@ -108,7 +105,7 @@ WITH locked_partition AS MATERIALIZED (
     FROM segment
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
 ), epoch_ends AS (
-    -- EpochEndOffset (migrations/00004): a COPY_SEGMENT_FINISHED
+    -- EpochEndOffset: a COPY_SEGMENT_FINISHED
     -- raises the partition's per-epoch high-water marks to the ends of the
     -- segment's epoch ranges (and the longest finished segment per epoch,
     -- FirstSegmentForTimestamp's bound). Nothing lowers them. Reads the
@@ -281,12 +278,8 @@ LIMIT @page_size::integer;
 -- name: SegmentSizeByEpoch :one
 -- Sum of the sizes of SegmentListByEpoch: one range of
 -- rlmm_segment_epochs_list_idx, the epoch's rows, each carrying its
--- segment's size (migrations/00015). A row without the copy (older than
--- 00015, or written by older code or by hand) reads it from its segment.
-SELECT coalesce(sum(coalesce(
-    e.segment_size_bytes,
-    (SELECT s.segment_size_bytes FROM rlmm_segments s
-     WHERE s.segment_id = e.segment_id AND (s.topic_id = e.topic_id AND s.partition = e.partition) IS TRUE))), 0)::bigint AS size
+-- segment's size.
+SELECT coalesce(sum(e.segment_size_bytes), 0)::bigint AS size
 FROM rlmm_segment_epochs e
 WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
   AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */

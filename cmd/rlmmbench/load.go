@@ -3,10 +3,8 @@ package main
 // load.go: bulk-loading a shape with COPY, the way PostgreSQL's "Populating
 // a Database" advises: secondary indexes and foreign keys are dropped first
 // and rebuilt from their own definitions afterwards, so the loaded schema is
-// exactly the migrated one. The tables' triggers are disabled for the load:
-// the rows are written as the library writes them, and the check of each
-// epoch row's segment (migration 00012) would scan rlmm_segments for every
-// row while its index by segment id is dropped.
+// exactly the migrated one. The tables' triggers (guards of raw DML) are
+// disabled for the load: the rows are written as the library writes them.
 
 import (
 	"context"
@@ -55,8 +53,8 @@ func loadShapes(ctx context.Context, pool *pgxpool.Pool, workers int, shapes ...
 			return err
 		}
 	}
-	// rlmm_epoch_ends (migration 00004), as its backfill fills it: the
-	// high-water marks of every epoch of the segments that finished.
+	// rlmm_epoch_ends, as the finishes raise it: the high-water marks of
+	// every epoch of the segments that finished.
 	vacuumed := loadedTables
 	if ok, err := hasTable(ctx, pool, "rlmm_epoch_ends"); err != nil {
 		return err
@@ -211,7 +209,7 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 		[]string{"topic_id", "partition", "segment_id", "topic", "start_offset", "end_offset",
 			"max_timestamp_ms", "broker_id", "event_timestamp_ms", "segment_size_bytes",
 			"custom_metadata", "state", "txn_index_empty", "epochs", "epoch_start_offsets",
-			"added_version", "finished_version", "last_version", "epoch_ends_raised"},
+			"added_version", "finished_version", "last_version"},
 		copyRows(n, func(i int) []any {
 			p, j := at(i)
 			m := s.segmentMetadata(p, j)
@@ -220,7 +218,7 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 				m.SegmentID.TopicIDPartition.Topic, m.StartOffset, m.EndOffset,
 				m.MaxTimestampMs, m.BrokerID, m.EventTimestampMs, m.SegmentSizeInBytes,
 				m.CustomMetadata, int16(1), m.TxnIndexEmpty, epochs, firsts,
-				addedVersion(j), addedVersion(j) + 1, addedVersion(j) + 1, true}
+				addedVersion(j), addedVersion(j) + 1, addedVersion(j) + 1}
 		}))
 	if err != nil {
 		return fmt.Errorf("copy segments: %w", err)
@@ -275,7 +273,8 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 	return nil
 }
 
-// epochEndsFill is migrations/00004_epoch_ends.sql's backfill.
+// epochEndsFill raises rlmm_epoch_ends as the loaded segments' finishes
+// would have.
 const epochEndsFill = `INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
 SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset), max(e.segment_end_offset - e.segment_start_offset), p.version
 FROM rlmm_segment_epochs e

@@ -90,15 +90,13 @@ func (a *app) migrateDownCommand() *cobra.Command {
 		Long: `Roll back the newest applied migration, or with --to V every migration newer
 than V (--to 0 removes the whole schema).
 
-Most migrations roll back without losing a row. Two lose data, and down
-refuses them unless --force:
-  - rolling back migration 1 drops the tables and with them the metadata of
-    every tiered segment: the brokers lose track of what is in remote
-    storage. Refused when the tables hold rows.
-  - rolling back migration 4 drops rlmm_epoch_ends, which migrating up again
-    rebuilds only from the epoch rows still stored. Refused when some of its
-    rows came from segments purged since (EpochEndOffset would then answer
-    lower, or nothing, for those epochs).
+The first migration shipped is release 1's baseline (version ` + fmt.Sprint(migrations.Baseline) + `), the
+whole schema in one file: rolling it back drops every table, view and
+function of the schema, and with the tables the metadata of every tiered
+segment (the brokers lose track of what is in remote storage). The
+migrations before it are not shipped, so the schema cannot go back to one
+of them. Down refuses to roll the baseline back while the tables hold rows,
+unless --force.
 
 ` + databaseHelp,
 		Args: noArgs,
@@ -274,35 +272,18 @@ func migrationStatuses(ctx context.Context, pool *pgxpool.Pool) ([]*goose.Migrat
 }
 
 // rollbackLosses refuses a rollback to target that would lose data (see
-// the help of migrate down), saying what would be lost.
+// the help of migrate down), saying what would be lost: one below the
+// baseline drops the tables.
 func rollbackLosses(ctx context.Context, pool ctldb.DBTX, target int64) error {
-	if target < 1 {
-		rows, err := metadataRowCount(ctx, pool)
-		if err != nil {
-			return err
-		}
-		if rows > 0 {
-			return fmt.Errorf("rolling back to version %d undoes migration 1, which drops the remotestorage tables and their %d rows: the metadata of every tiered segment. Pass --force if that is what you want", target, rows)
-		}
+	if target >= migrations.Baseline {
 		return nil
 	}
-	if target >= 4 {
-		return nil
-	}
-	exists, err := queries.EpochTablesExist(ctx, pool)
+	rows, err := metadataRowCount(ctx, pool)
 	if err != nil {
-		return fmt.Errorf("look for table rlmm_epoch_ends: %w", err)
+		return err
 	}
-	if !exists {
-		return nil
-	}
-	// What 00004's backfill would rebuild: the finished epoch rows still stored.
-	lost, err := queries.RollbackLostEpochEnds(ctx, pool)
-	if err != nil {
-		return fmt.Errorf("compare rlmm_epoch_ends with the epoch rows: %w", err)
-	}
-	if lost.Rows > 0 {
-		return fmt.Errorf("rolling back to version %d undoes migration 4, which drops rlmm_epoch_ends; migrating up again rebuilds it only from the epoch rows still stored, and %d of its rows (in %d partitions) came from segments purged since: EpochEndOffset would answer lower, or nothing, for those epochs. Pass --force if that is what you want", target, lost.Rows, lost.Partitions)
+	if rows > 0 {
+		return fmt.Errorf("rolling back to version %d undoes migration %d, release 1's baseline, which drops the remotestorage tables and their %d rows: the metadata of every tiered segment. Pass --force if that is what you want", target, migrations.Baseline, rows)
 	}
 	return nil
 }
@@ -353,7 +334,7 @@ Apply it with, e.g.:
   rlmmctl migrate sql > schema.sql
   psql -v ON_ERROR_STOP=1 -f schema.sql "$DATABASE_URL"
 For an upgrade, print only what "rlmmctl migrate status" shows as pending:
-  rlmmctl migrate sql --after 1`,
+  rlmmctl migrate sql --after ` + fmt.Sprint(migrations.Baseline) + "`",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if after < 0 {
@@ -451,9 +432,13 @@ func writeMigrationSQL(w io.Writer, fsys fs.FS, after int64, versionTable bool) 
 	table := migrations.VersionTable // a plain identifier: no quotes needed
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- The remotestorage schema: the Up sections of the embedded goose migrations,\n")
-	fmt.Fprintf(&b, "-- versions %d to %d, printed by `rlmmctl migrate sql`.\n", after+1, remotestorage.SchemaVersion)
-	if len(sections) == 0 {
-		fmt.Fprintf(&b, "-- Nothing newer than version %d.\n", after)
+	switch n := len(sections); {
+	case n == 0:
+		fmt.Fprintf(&b, "-- printed by `rlmmctl migrate sql`. Nothing newer than version %d.\n", after)
+	case n == 1:
+		fmt.Fprintf(&b, "-- version %d, printed by `rlmmctl migrate sql`.\n", sections[0].version)
+	default:
+		fmt.Fprintf(&b, "-- versions %d to %d, printed by `rlmmctl migrate sql`.\n", sections[0].version, sections[n-1].version)
 	}
 	if versionTable && len(sections) > 0 {
 		// Goose's own version table for PostgreSQL, and its version-0 row

@@ -14,11 +14,12 @@ import (
 	"github.com/krabka/remotestorage/internal/testwait"
 )
 
-// purge --drop-ids deletes the row of a forgotten segment that a cache has
-// not caught up on (it still holds the segment as finished). The cache
-// must not keep serving it: once it says CaughtUp, it answers what the
-// database answers.
-func TestPurgeDropIDsKeepsCachesHonest(t *testing.T) {
+// TestPurgeKeepsCachesHonest: purge (rlmm_purge_round) deletes the row of a
+// forgotten segment that a cache has not caught up on (it still holds the
+// segment as finished) and heard no notification of. The cache must not
+// keep serving it: once it says CaughtUp, it answers what the database
+// answers.
+func TestPurgeKeepsCachesHonest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
@@ -65,7 +66,7 @@ func TestPurgeDropIDsKeepsCachesHonest(t *testing.T) {
 	}
 	_, err = pool.Exec(ctx, `UPDATE rlmm_segments SET updated_at = now() - interval '1 second' WHERE segment_id = $1`, segs[1].ID)
 	require.NoError(t, err)
-	require.Contains(t, ok(t, dsn, "purge", "--older-than", "0s", "--apply", "--drop-ids"), "purged 1 segments")
+	require.Contains(t, ok(t, dsn, "purge", "--older-than", "0s", "--apply"), "purged 1 segments")
 
 	caughtUp()
 	_, found, err = cached.RemoteLogSegmentMetadata(ctx, tp, 0, 1500)

@@ -43,15 +43,14 @@ need on the remotestorage tables of one schema. No database is needed.
                     default privileges.
   <prefix>app       what brokers (PgManager) log in as: SELECT on every table
                     and view; INSERT and UPDATE on rlmm_partitions,
-                    rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends and
-                    rlmm_data_generation; DELETE on rlmm_segments,
-                    rlmm_segment_epochs and rlmm_epoch_ends, for the purge
-                    of code before schema 18; EXECUTE on rlmm_purge_round,
-                    the purge of today's (PgManager purges in the
-                    background, and "rlmmctl purge" runs the same code). No TRUNCATE,
-                    ALTER or DROP, and no sequence. Enough for
-                    remotestorage.Migrate at a broker's start: on a schema
-                    that is up to date it only reads.
+                    rlmm_segments, rlmm_segment_epochs and rlmm_epoch_ends;
+                    EXECUTE on rlmm_purge_round, through which PgManager
+                    purges (in the background, and when "rlmmctl purge"
+                    runs the same code). No DELETE or TRUNCATE (the library
+                    deletes rows only through rlmm_purge_round), no ALTER or
+                    DROP, and no sequence. Enough for remotestorage.Migrate
+                    at a broker's start: on a schema that is up to date it
+                    only reads.
   <prefix>readonly  SELECT on the tables and views, for dashboards.
   <prefix>dba       what people log in as: everything readonly has, and
                     EXECUTE on the repair functions (rlmm_set_segment_state,
@@ -148,9 +147,11 @@ ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT ON SEQUENCES TO {readonly};
 
 -- What exists already: owned by the owner role, readable by the others.
--- Brokers write only the four data tables, and delete from the three that
--- purging empties (PurgeForgotten); the version table and the lookup tables
--- of the state machines stay read-only for them.
+-- Brokers insert into and update only the four data tables, and delete
+-- nothing themselves: purging (PurgeForgotten) deletes through
+-- rlmm_purge_round, which runs as the owner. The version table, the data's
+-- generation (bumped by rlmm_resync) and the lookup tables of the state
+-- machines stay read-only for them.
 DO $existing$
 DECLARE
     t record;
@@ -164,13 +165,6 @@ BEGIN
         EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON %I.%I FROM %I, %I', {schema_lit}, t.relname, {app_lit}, {readonly_lit});
         EXECUTE format('GRANT SELECT ON %I.%I TO %I, %I', {schema_lit}, t.relname, {app_lit}, {readonly_lit});
         IF t.relname IN ('rlmm_partitions', 'rlmm_segments', 'rlmm_segment_epochs', 'rlmm_epoch_ends') THEN
-            EXECUTE format('GRANT INSERT, UPDATE ON %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
-        END IF;
-        IF t.relname IN ('rlmm_segments', 'rlmm_segment_epochs', 'rlmm_epoch_ends') THEN
-            EXECUTE format('GRANT DELETE ON %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
-        END IF;
-        IF t.relname = 'rlmm_data_generation' THEN
-            -- Purging a deleted partition's epoch ends moves the generation.
             EXECUTE format('GRANT INSERT, UPDATE ON %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
         END IF;
     END LOOP;

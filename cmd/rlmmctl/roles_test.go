@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +25,9 @@ import (
 
 // TestRolesSQL applies the printed roles script to a fresh database, then
 // migrates as a member of the owner role, runs a PgManager as a member of
-// the application role, repairs as a member of the DBA role, and checks
-// what each role may not do.
+// the application role (whose privileges are exactly what the library
+// needs: no DELETE, purging included), repairs as a member of the DBA
+// role, and checks what each role may not do.
 func TestRolesSQL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -133,7 +135,23 @@ func TestRolesSQL(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return out
 	}
-	require.Equal(t, privileges(prefix+"app"), privileges(readmeRole), "the README's grants and rlmmctl roles sql's application role")
+	// Exactly what the library needs: it reads every table and view, and
+	// inserts into and updates the four data tables; it deletes nothing
+	// itself (purging goes through rlmm_purge_round, run as the owner) and
+	// writes neither the data's generation nor the version table.
+	appPrivileges := privileges(prefix + "app")
+	dataTables := []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs", "rlmm_epoch_ends"}
+	for _, table := range append(dataTables, "rlmm_data_generation", "rlmm_segments_v", "rlmm_goose_db_version") {
+		require.Contains(t, appPrivileges, table)
+	}
+	for name, privs := range appPrivileges {
+		want := []string{"SELECT"}
+		if slices.Contains(dataTables, name) {
+			want = []string{"INSERT", "SELECT", "UPDATE"}
+		}
+		require.Equal(t, want, privs, "the application role's privileges on %s", name)
+	}
+	require.Equal(t, appPrivileges, privileges(readmeRole), "the README's grants and rlmmctl roles sql's application role")
 	readme := as("readme")
 	started, cancel = context.WithTimeout(ctx, time.Minute)
 	require.NoError(t, remotestorage.Migrate(started, readme), "Migrate with the README's grants")
@@ -153,9 +171,33 @@ func TestRolesSQL(t *testing.T) {
 	for _, st := range []remotestorage.RemoteLogSegmentState{remotestorage.CopySegmentFinished, remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished} {
 		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{SegmentID: forgotten.SegmentID, State: st}))
 	}
+	// And a partition whose delete finished, with a finished segment and
+	// so an epoch end: its purge deletes the segment, its epoch rows and
+	// its epoch ends, and takes its delete record.
+	deleted := remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "deleted", Partition: 0}
+	deletedSeg := remotestorage.RemoteLogSegmentID{TopicIDPartition: deleted, ID: uuid.New()}
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
+		SegmentID: deletedSeg, EndOffset: 9, State: remotestorage.CopySegmentStarted, SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{0: 0},
+	}))
+	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{SegmentID: deletedSeg, State: remotestorage.CopySegmentFinished}))
+	for _, st := range []remotestorage.RemotePartitionDeleteState{remotestorage.DeletePartitionMarked, remotestorage.DeletePartitionStarted, remotestorage.DeletePartitionFinished} {
+		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, remotestorage.RemotePartitionDeleteMetadata{TopicIDPartition: deleted, State: st}))
+	}
+	rowsOf := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, sql, args...).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, rowsOf("SELECT count(*) FROM rlmm_epoch_ends WHERE topic_id = $1", deleted.TopicID))
 	purged, err := m.PurgeForgotten(ctx, 0)
 	require.NoError(t, err, "PurgeForgotten as the application role")
-	require.Equal(t, int64(1), purged)
+	require.Equal(t, int64(2), purged)
+	require.Zero(t, rowsOf("SELECT count(*) FROM rlmm_segments WHERE segment_id = ANY($1)", []uuid.UUID{forgotten.SegmentID.ID, deletedSeg.ID}))
+	require.Zero(t, rowsOf("SELECT count(*) FROM rlmm_segment_epochs WHERE segment_id = ANY($1)", []uuid.UUID{forgotten.SegmentID.ID, deletedSeg.ID}))
+	require.Zero(t, rowsOf("SELECT count(*) FROM rlmm_epoch_ends WHERE topic_id = $1", deleted.TopicID))
+	require.Equal(t, 1, rowsOf("SELECT count(*) FROM rlmm_partitions WHERE topic_id = $1 AND delete_state IS NULL", deleted.TopicID),
+		"the purge took the deleted partition's delete record")
 	tp := remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
 	seg := remotestorage.RemoteLogSegmentMetadata{
 		SegmentID: remotestorage.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()}, EndOffset: 9,
@@ -181,6 +223,11 @@ func TestRolesSQL(t *testing.T) {
 		"DROP TABLE rlmm_segment_epochs",
 		"TRUNCATE rlmm_segments CASCADE",
 		"DELETE FROM rlmm_partitions",
+		"DELETE FROM rlmm_segments",
+		"DELETE FROM rlmm_segment_epochs",
+		"DELETE FROM rlmm_epoch_ends",
+		"UPDATE rlmm_data_generation SET generation = generation + 1",
+		"INSERT INTO rlmm_data_generation (id, generation) VALUES (1, 1) ON CONFLICT (id) DO NOTHING",
 		"INSERT INTO rlmm_goose_db_version (version_id, is_applied) VALUES (999, true)",
 		"UPDATE rlmm_goose_db_version SET is_applied = false",
 		"INSERT INTO rlmm_segment_transitions SELECT * FROM rlmm_segment_transitions",

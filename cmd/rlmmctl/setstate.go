@@ -2,8 +2,8 @@ package main
 
 // setstate.go: the legal way to repair a state by hand. `segments
 // set-state` and `partitions set-delete-state` call the database's repair
-// functions (rlmm_set_segment_state, rlmm_set_partition_delete_state;
-// migrations/00017), which a DBA may call from psql too: a repair is checked
+// functions (rlmm_set_segment_state, rlmm_set_partition_delete_state; see
+// docs/DBA.md), which a DBA may call from psql too: a repair is checked
 // against the transition tables that copy statemachine.go and does
 // everything a broker's write does: the epoch rows follow, the partition's
 // version is bumped, and the brokers' caches are notified. They need the
@@ -90,7 +90,7 @@ write failed; 3 when no segment has that id, or its partition was deleted.
 				eventTimeMs = time.Now().UnixMilli()
 			}
 			// The manager is opened for its schema check: the function
-			// exists from schema 17 on.
+			// is part of the schema it accepts.
 			pool, m, err := a.openManager(ctx)
 			if err != nil {
 				return err

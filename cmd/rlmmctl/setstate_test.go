@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
@@ -89,9 +93,14 @@ func TestPartitionsSetDeleteState(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, r.output())
 }
 
-// TestGuardPointsAtTheRepair: the database refuses a DBA's forbidden UPDATE
-// with a message that names the rlmmctl command to use instead, and that
-// command, completed with a state, does the repair.
+// TestGuardPointsAtTheRepair: the database refuses a DBA's raw UPDATE of a
+// segment's state, of its epoch rows' state or of a partition's delete
+// state (SQLSTATE 23514, constraint <table>_raw_state_change) and changes
+// nothing; the refusal names the repair function to call instead, with the
+// segment or partition filled in. The rlmmctl command whose help names that
+// function (segments set-state, partitions set-delete-state), given what
+// the refusal names, does the repair with its bookkeeping, and so does the
+// refusal's own call, run as it is written with a state filled in.
 func TestGuardPointsAtTheRepair(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
@@ -100,23 +109,85 @@ func TestGuardPointsAtTheRepair(t *testing.T) {
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	command := regexp.MustCompile(`rlmmctl ([^<]+) <STATE>`)
-	suggested := func(err error) []string {
+
+	// The call a refusal names: "call rlmm_set_segment_state('<id>', <state>)".
+	call := regexp.MustCompile(`call ((rlmm_\w+)\(([^)]*), <state>\))`)
+	type refusal struct {
+		call     string   // the function call as the message spells it
+		function string   // the function it calls
+		args     []string // its arguments before the state, unquoted
+	}
+	refused := func(table string, sql string, args ...any) refusal {
 		t.Helper()
-		require.Error(t, err)
-		m := command.FindStringSubmatch(err.Error())
-		require.NotNil(t, m, "no command in %q", err)
-		return regexp.MustCompile(`\s+`).Split(m[1], -1)
+		_, err := conn.Exec(ctx, sql, args...)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, sql)
+		require.Equal(t, pgerrcode.CheckViolation, pgErr.Code, "%s: %v", sql, err)
+		require.Equal(t, table+"_raw_state_change", pgErr.ConstraintName, sql)
+		m := call.FindStringSubmatch(pgErr.Message)
+		require.NotNil(t, m, "no repair function call in %q", pgErr.Message)
+		r := refusal{call: m[1], function: m[2]}
+		for _, a := range strings.Split(m[3], ",") {
+			r.args = append(r.args, strings.Trim(strings.TrimSpace(a), "'"))
+		}
+		return r
+	}
+	// commandFor is the rlmmctl command whose help names the function.
+	commandFor := func(function string) []string {
+		t.Helper()
+		for _, c := range [][]string{{"segments", "set-state"}, {"partitions", "set-delete-state"}} {
+			help := runInProcess(append(c, "--help")...)
+			require.Equal(t, 0, help.code, help.output())
+			if strings.Contains(strings.Join(strings.Fields(help.stdout), " "), "repair function "+function+" ") {
+				return c
+			}
+		}
+		require.Failf(t, "no rlmmctl command calls the repair function", "%s", function)
+		return nil
+	}
+	segmentState := func(id uuid.UUID) (segment int16, epochRows []int16) {
+		t.Helper()
+		require.NoError(t, conn.QueryRow(ctx, `SELECT s.state, array(SELECT e.state FROM rlmm_segment_epochs e WHERE e.segment_id = s.segment_id)
+			FROM rlmm_segments s WHERE s.segment_id = $1`, id).Scan(&segment, &epochRows))
+		return segment, epochRows
 	}
 
-	// COPY_SEGMENT_STARTED cannot jump to DELETE_SEGMENT_FINISHED.
-	_, err = conn.Exec(ctx, "UPDATE rlmm_segments SET state = 3 WHERE segment_id = $1", d.s[4])
-	args := suggested(err)
-	require.Contains(t, ok(t, dsn, append(args, "DELETE_SEGMENT_STARTED")...), "COPY_SEGMENT_STARTED -> DELETE_SEGMENT_STARTED")
-	require.Contains(t, ok(t, dsn, append(args, "DELETE_SEGMENT_FINISHED")...), "DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED")
+	// s[4] is in COPY_SEGMENT_STARTED, which cannot jump to
+	// DELETE_SEGMENT_FINISHED; a raw UPDATE could not move its epoch rows
+	// with it either.
+	for _, r := range []refusal{
+		refused("rlmm_segments", "UPDATE rlmm_segments SET state = 3 WHERE segment_id = $1", d.s[4]),
+		refused("rlmm_segment_epochs", "UPDATE rlmm_segment_epochs SET state = 1 WHERE segment_id = $1", d.s[4]),
+	} {
+		require.Equal(t, "rlmm_set_segment_state", r.function)
+		require.Equal(t, []string{d.s[4].String()}, r.args)
+	}
+	state, epochRows := segmentState(d.s[4])
+	require.EqualValues(t, remotestorage.CopySegmentStarted, state, "a refused UPDATE changes nothing")
+	require.Equal(t, []int16{int16(remotestorage.CopySegmentStarted)}, epochRows)
+	repair := append(commandFor("rlmm_set_segment_state"), d.s[4].String())
+	require.Contains(t, ok(t, dsn, append(repair, "DELETE_SEGMENT_STARTED")...), "COPY_SEGMENT_STARTED -> DELETE_SEGMENT_STARTED")
+	require.Contains(t, ok(t, dsn, append(repair, "DELETE_SEGMENT_FINISHED")...), "DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED")
+	state, epochRows = segmentState(d.s[4])
+	require.EqualValues(t, remotestorage.DeleteSegmentFinished, state)
+	require.Equal(t, []int16{int16(remotestorage.DeleteSegmentFinished)}, epochRows, "the repair moves the epoch rows with the segment")
 
 	// A partition cannot skip DELETE_PARTITION_MARKED.
-	_, err = conn.Exec(ctx, "UPDATE rlmm_partitions SET delete_state = 1, delete_broker_id = 0, delete_event_timestamp_ms = 0 WHERE topic_id = $1", d.orders.TopicID)
-	args = suggested(err)
-	require.Contains(t, ok(t, dsn, append(args, "DELETE_PARTITION_MARKED")...), "NONE -> DELETE_PARTITION_MARKED")
+	r := refused("rlmm_partitions", "UPDATE rlmm_partitions SET delete_state = 1, delete_broker_id = 0, delete_event_timestamp_ms = 0 WHERE topic_id = $1", d.orders.TopicID)
+	require.Equal(t, "rlmm_set_partition_delete_state", r.function)
+	require.Equal(t, []string{d.orders.TopicID.String(), "0"}, r.args)
+	deleteState := func() *int16 {
+		t.Helper()
+		var st *int16
+		require.NoError(t, conn.QueryRow(ctx, `SELECT delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = 0`, d.orders.TopicID).Scan(&st))
+		return st
+	}
+	require.Nil(t, deleteState(), "a refused UPDATE changes nothing")
+	repair = append(commandFor("rlmm_set_partition_delete_state"), "--topic-id", r.args[0], "--partition", r.args[1])
+	require.Contains(t, ok(t, dsn, append(repair, "DELETE_PARTITION_MARKED")...), "NONE -> DELETE_PARTITION_MARKED")
+	// The call as the refusal spells it, in psql, with the state filled in.
+	_, err = conn.Exec(ctx, "SELECT "+strings.Replace(r.call, "<state>", "'DELETE_PARTITION_STARTED'", 1))
+	require.NoError(t, err, r.call)
+	require.NotNil(t, deleteState())
+	require.EqualValues(t, remotestorage.DeletePartitionStarted, *deleteState())
 }

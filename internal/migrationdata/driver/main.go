@@ -5,8 +5,9 @@
 // module, so that the data is written and read by that commit's code; it
 // uses only what package migrationdata uses.
 //
-// Usage: driver -dsn DSN -seed N. The database must be migrated to the
-// commit's schema.
+// Usage: driver -dsn DSN -seed N [-migrate]. The database must be at the
+// commit's schema, or -migrate takes it there with the commit's own
+// migrations first.
 package main
 
 import (
@@ -25,20 +26,26 @@ import (
 func main() {
 	dsn := flag.String("dsn", "", "database URL")
 	seed := flag.Uint64("seed", 1, "the workload's seed")
+	migrate := flag.Bool("migrate", false, "migrate the database with the commit's migrations first")
 	flag.Parse()
-	if err := run(*dsn, *seed); err != nil {
+	if err := run(*dsn, *seed, *migrate); err != nil {
 		fmt.Fprintln(os.Stderr, "driver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dsn string, seed uint64) error {
+func run(dsn string, seed uint64, migrate bool) error {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	if migrate {
+		if err := rs.Migrate(ctx, pool); err != nil {
+			return err
+		}
+	}
 	m, err := rs.NewPgManager(ctx, pool)
 	if err != nil {
 		return err

@@ -9,23 +9,11 @@ import (
 	"context"
 )
 
-const epochTablesExist = `-- name: EpochTablesExist :one
-SELECT (to_regclass('rlmm_epoch_ends') IS NOT NULL AND to_regclass('rlmm_segment_epochs') IS NOT NULL)::boolean AS exists
-`
-
-// Whether the tables of migration 00004 exist.
-func (q *Queries) EpochTablesExist(ctx context.Context, db DBTX) (bool, error) {
-	row := db.QueryRow(ctx, epochTablesExist)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
-}
-
 const partitionRowCount = `-- name: PartitionRowCount :one
 SELECT count(*) FROM rlmm_partitions
 `
 
-// The rows a rollback of migration 00001 would drop, table by table.
+// The rows a rollback of the baseline would drop, table by table.
 func (q *Queries) PartitionRowCount(ctx context.Context, db DBTX) (int64, error) {
 	row := db.QueryRow(ctx, partitionRowCount)
 	var count int64
@@ -45,31 +33,6 @@ func (q *Queries) RelationExists(ctx context.Context, db DBTX, name string) (boo
 	var exists bool
 	err := row.Scan(&exists)
 	return exists, err
-}
-
-const rollbackLostEpochEnds = `-- name: RollbackLostEpochEnds :one
-SELECT count(*) AS rows, count(DISTINCT (ee.topic_id, ee.partition)) AS partitions
-FROM rlmm_epoch_ends ee
-LEFT JOIN LATERAL (
-    SELECT max(e.last_offset) AS end_offset, max(e.segment_end_offset - e.segment_start_offset) AS span
-    FROM rlmm_segment_epochs e
-    WHERE e.topic_id = ee.topic_id AND e.partition = ee.partition AND e.epoch = ee.epoch AND e.finished_version IS NOT NULL
-) kept ON true
-WHERE kept.end_offset IS NULL OR ee.end_offset > kept.end_offset OR ee.max_segment_span > kept.span
-`
-
-type RollbackLostEpochEndsRow struct {
-	Rows       int64
-	Partitions int64
-}
-
-// The rows of rlmm_epoch_ends that migration 00004's backfill would not
-// rebuild from the finished epoch rows still stored, and their partitions.
-func (q *Queries) RollbackLostEpochEnds(ctx context.Context, db DBTX) (RollbackLostEpochEndsRow, error) {
-	row := db.QueryRow(ctx, rollbackLostEpochEnds)
-	var i RollbackLostEpochEndsRow
-	err := row.Scan(&i.Rows, &i.Partitions)
-	return i, err
 }
 
 const segmentRowCount = `-- name: SegmentRowCount :one

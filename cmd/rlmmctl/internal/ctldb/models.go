@@ -11,17 +11,17 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// One row: the generation of the metadata, bumped by every TRUNCATE of rlmm_partitions, rlmm_segments or rlmm_epoch_ends and every DELETE of partition rows or epoch ends (versions restart or move back, which the change feed cannot tell). A cache loaded at another generation reloads.
+// One row: the generation of the metadata, bumped by rlmm_resync(). A cache loaded at another generation reloads every partition.
 type RlmmDataGeneration struct {
 	// Always 1: the table has one row.
 	ID int16
-	// Bumped by each TRUNCATE or DELETE that a cache must reload after.
+	// Bumped by rlmm_resync().
 	Generation int64
 	// When the generation was last bumped.
 	ChangedAt time.Time
 }
 
-// One row per (partition, leader epoch) that some segment reaching COPY_SEGMENT_FINISHED carried: Kafka's highest offset for the epoch (EpochEndOffset), never lowered by deletes, ignored once the partition's delete finished.
+// Per partition and leader epoch, the largest end offset of a range of that epoch in a segment that ever finished copying (EpochEndOffset) and the longest such segment (FirstSegmentForTimestamp's bound). Raised by every COPY_SEGMENT_FINISHED, never lowered; taken by the purge of the partition's delete.
 type RlmmEpochEnd struct {
 	// Kafka topic id.
 	TopicID uuid.UUID
@@ -33,23 +33,23 @@ type RlmmEpochEnd struct {
 	EndOffset int64
 	// Largest end_offset - start_offset of a segment carrying the epoch that reached COPY_SEGMENT_FINISHED: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.
 	MaxSegmentSpan int64
-	// Partition version of the latest write that raised the row: caches catching up read the rows raised after their version.
+	// Partition version of the write that last raised the row: the change feed.
 	RaisedVersion int64
 }
 
-// One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version.
+// One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version. Every write to the partition locks this row first.
 type RlmmPartition struct {
 	// Kafka topic id (with partition, the identity of the partition).
 	TopicID uuid.UUID
 	// Kafka partition number.
 	Partition int32
-	// Human-readable topic name, as the first write named it.
+	// Topic name, as the first write named it.
 	Topic string
-	// Committed position of the partition: bumped by every write to it (add, update, partition delete). CaughtUp compares it.
+	// Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.
 	Version int64
-	// Largest last_offset - first_offset of any epoch range ever added to the partition: bounds how far back from an offset the lookup scans.
+	// Largest last_offset - first_offset of any epoch range ever added: bounds how far back from an offset a lookup scans.
 	MaxEpochSpan int64
-	// Partition delete state: NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).
+	// NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).
 	DeleteState *int16
 	// Broker that wrote the latest partition-delete record.
 	DeleteBrokerID *int32
@@ -59,13 +59,11 @@ type RlmmPartition struct {
 	CreatedAt time.Time
 	// When the partition was last written to.
 	UpdatedAt time.Time
-	// Largest version at which segment rows of the partition were deleted (a DBA's DELETE, rlmmctl purge --drop-ids): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.
+	// Largest version at which segment rows of the partition were deleted (rlmm_purge): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.
 	VanishedVersion int64
-	// The version of the last purge write that took the partition's finished delete record (0: none); the delete guard lets only such a write take it.
-	PurgedVersion int64
 }
 
-// The partition-delete states: code (rlmm_partitions.delete_state) and name. -1 NONE stands for a NULL delete_state (no delete record). Read-only; mirrors statemachine.go.
+// The partition-delete states: code (rlmm_partitions.delete_state) and name; -1 NONE stands for a NULL delete_state. Read-only; mirrors statemachine.go.
 type RlmmPartitionDeleteState struct {
 	// State code, as stored in rlmm_partitions.delete_state; -1 for NULL (none).
 	State int16
@@ -73,7 +71,7 @@ type RlmmPartitionDeleteState struct {
 	Name string
 }
 
-// The partition-delete transitions the state machine allows (-1: no delete record; self-transitions are idempotent retries): a copy of statemachine.go, checked against it by guard_test.go. The trigger rlmm_partitions_delete_state_guard refuses any UPDATE of rlmm_partitions.delete_state outside it. Read-only.
+// The partition-delete transitions the state machine allows (-1: no delete record; self-transitions are idempotent retries): a copy of statemachine.go, which rlmm_set_partition_delete_state checks. Read-only.
 type RlmmPartitionDeleteTransition struct {
 	// Delete state the partition is in (rlmm_partition_delete_states; -1 none).
 	FromState int16
@@ -117,13 +115,13 @@ type RlmmPartitionsV struct {
 	DeleteStateCode *int16
 }
 
-// One row per remote log segment ever added. A segment in DELETE_SEGMENT_FINISHED (or of a partition whose delete finished) is forgotten by every query but keeps its id taken.
+// One row per remote log segment ever added. A segment in DELETE_SEGMENT_FINISHED (or of a partition whose delete finished) is forgotten by every query but keeps its id taken until rlmm_purge deletes it.
 type RlmmSegment struct {
 	// Kafka topic id.
 	TopicID uuid.UUID
 	// Kafka partition number.
 	Partition int32
-	// Remote log segment id, globally unique.
+	// Remote log segment id, unique across partitions.
 	SegmentID uuid.UUID
 	// Human-readable topic name.
 	Topic string
@@ -133,7 +131,7 @@ type RlmmSegment struct {
 	EndOffset int64
 	// Largest record timestamp in the segment (ms since the epoch).
 	MaxTimestampMs int64
-	// Broker that wrote the latest state.
+	// Broker that wrote the latest state (-1: an operator, through a repair function).
 	BrokerID int32
 	// Event time (ms since the epoch) of the latest state.
 	EventTimestampMs int64
@@ -141,7 +139,7 @@ type RlmmSegment struct {
 	SegmentSizeBytes int32
 	// Opaque bytes of the remote storage manager; NULL: none.
 	CustomMetadata []byte
-	// Segment state: 0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED.
+	// 0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED.
 	State int16
 	// True when the segment has no transaction index entries.
 	TxnIndexEmpty bool
@@ -151,19 +149,17 @@ type RlmmSegment struct {
 	EpochStartOffsets []int64
 	// Partition version of the add: orders segments that start at the same offset.
 	AddedVersion int64
-	// Partition version of the segment's first COPY_SEGMENT_FINISHED; NULL: never finished.
+	// Partition version of the first COPY_SEGMENT_FINISHED; NULL: never finished.
 	FinishedVersion *int64
-	// Partition version of the latest write to the segment: the partition's change feed (segments with last_version > v changed after v).
+	// Partition version of the latest write to the segment: the change feed (segments with last_version > v changed after v).
 	LastVersion int64
 	// When the segment was added.
 	CreatedAt time.Time
 	// When the segment was last written to.
 	UpdatedAt time.Time
-	// True when the write that finished the segment (COPY_SEGMENT_FINISHED) raised rlmm_epoch_ends itself, as the library does from migration 00014 on; NULL otherwise, and then the trigger rlmm_segments_raise_epoch_ends raises them.
-	EpochEndsRaised *bool
 }
 
-// One row per (segment, leader epoch): the range of offsets of that epoch inside the segment, precomputed, with copies of the segment fields the queries filter and sort on.
+// One row per (segment, leader epoch) with the epoch's offsets inside the segment and copies of the segment's state, offsets, versions, size and max timestamp: what lookups, HighestOffsetForEpoch, listings by epoch and FirstSegmentForTimestamp read. Written by the same statements as the segment.
 type RlmmSegmentEpoch struct {
 	// Kafka topic id.
 	TopicID uuid.UUID
@@ -187,32 +183,45 @@ type RlmmSegmentEpoch struct {
 	AddedVersion int64
 	// Partition version of the segment's first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.
 	FinishedVersion *int64
-	// Copy of the segment's last_version, set by the library's writes (the guard triggers tell a manual UPDATE by it staying unchanged).
+	// Copy of the segment's last_version, stamped by every write (the state guard tells a raw UPDATE by it staying unchanged).
 	LastVersion int64
-	// Copy of the segment's segment_size_bytes (RemoteLogSize sums it); NULL: not copied (rows older than migration 00015, or written by older code or by hand), read from the segment instead.
-	SegmentSizeBytes *int32
-	// Copy of the segment's max_timestamp_ms (FirstSegmentForTimestamp filters on it); NULL: not copied, read from the segment instead.
-	MaxTimestampMs *int64
+	// Copy of the segment's segment_size_bytes (RemoteLogSize sums it).
+	SegmentSizeBytes int32
+	// Copy of the segment's max_timestamp_ms (FirstSegmentForTimestamp filters on it).
+	MaxTimestampMs int64
 }
 
+// One row per (segment, leader epoch): the offsets of that epoch inside the segment, which is what offset lookups match against.
 type RlmmSegmentEpochsV struct {
-	Topic       string
-	Partition   int32
-	Epoch       int32
+	// Topic name.
+	Topic string
+	// Partition number.
+	Partition int32
+	// Leader epoch.
+	Epoch int32
+	// First offset of the epoch inside the segment.
 	FirstOffset int64
-	LastOffset  int64
+	// Last offset of the epoch inside the segment (inclusive).
+	LastOffset int64
 	// Number of offsets of the epoch inside the segment; NULL for a range of every offset 0 to 9223372036854775807, whose count (2^63) a bigint cannot hold.
-	OffsetCount        int64
-	SegmentID          uuid.UUID
-	State              string
-	AnswersLookups     *bool
+	OffsetCount int64
+	// The segment (rlmm_segments_v.segment_id).
+	SegmentID uuid.UUID
+	// State name of the segment.
+	State string
+	// True when lookups of this epoch may return the segment: COPY_SEGMENT_FINISHED, and its partition's delete has not finished.
+	AnswersLookups *bool
+	// First offset of the whole segment.
 	SegmentStartOffset int64
-	SegmentEndOffset   int64
-	FinishedVersion    *int64
-	TopicID            uuid.UUID
+	// Last offset of the whole segment (what HighestOffsetForEpoch returns).
+	SegmentEndOffset int64
+	// Partition version of the segment's first COPY_SEGMENT_FINISHED: among overlapping ranges that start at the same offset, the latest wins a lookup.
+	FinishedVersion *int64
+	// Topic id (UUID).
+	TopicID uuid.UUID
 }
 
-// The segment states: code (rlmm_segments.state) and name. Read-only; mirrors statemachine.go.
+// The segment states: code (rlmm_segments.state) and name, as Kafka spells it. Read-only; mirrors statemachine.go.
 type RlmmSegmentState struct {
 	// State code, as stored in rlmm_segments.state and rlmm_segment_epochs.state.
 	State int16
@@ -220,7 +229,7 @@ type RlmmSegmentState struct {
 	Name string
 }
 
-// The segment transitions the state machine allows (self-transitions are idempotent retries): a copy of statemachine.go, checked against it by guard_test.go. The trigger rlmm_segments_state_guard refuses any UPDATE of rlmm_segments.state outside it. Read-only.
+// The segment transitions the state machine allows (self-transitions are idempotent retries): a copy of statemachine.go, which rlmm_set_segment_state checks. Read-only.
 type RlmmSegmentTransition struct {
 	// State the segment is in (rlmm_segment_states).
 	FromState int16
@@ -228,29 +237,50 @@ type RlmmSegmentTransition struct {
 	ToState int16
 }
 
+// One row per segment ever added (forgotten ones too), readable: state names, sizes, epochs as text, times as timestamps.
 type RlmmSegmentsV struct {
-	Topic       string
-	Partition   int32
-	SegmentID   uuid.UUID
-	State       string
-	Forgotten   *bool
+	// Topic name.
+	Topic string
+	// Partition number.
+	Partition int32
+	// Segment id (rlmm_segments.segment_id).
+	SegmentID uuid.UUID
+	// Segment state name: COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED (the only one lookups see), DELETE_SEGMENT_STARTED, DELETE_SEGMENT_FINISHED.
+	State string
+	// True when no query of the library returns the segment any more: DELETE_SEGMENT_FINISHED, or its partition's delete finished. The row stays so the id stays taken (rlmmctl purge reclaims it).
+	Forgotten *bool
+	// First offset in the segment.
 	StartOffset int64
-	EndOffset   int64
+	// Last offset in the segment (inclusive).
+	EndOffset int64
 	// Number of offsets the segment spans: end_offset - start_offset + 1; NULL for a segment of every offset 0 to 9223372036854775807, whose count (2^63) a bigint cannot hold.
-	OffsetCount          int64
-	Epochs               string
-	Size                 string
-	SizeBytes            int32
-	BrokerID             int32
-	EventTime            time.Time
-	MaxTimestamp         time.Time
-	TxnIndexEmpty        bool
-	CustomMetadataBytes  interface{}
+	OffsetCount int64
+	// Leader epochs and the first offset of each in the segment, as epoch:first_offset, e.g. '0:0, 1:20'.
+	Epochs string
+	// Segment size in remote storage, readable (pg_size_pretty).
+	Size string
+	// Segment size in remote storage, in bytes.
+	SizeBytes int32
+	// Broker that wrote the latest state.
+	BrokerID int32
+	// Event time of the latest state (from event_timestamp_ms).
+	EventTime time.Time
+	// Largest record timestamp in the segment (from max_timestamp_ms).
+	MaxTimestamp time.Time
+	// True when the segment has no transaction index entries.
+	TxnIndexEmpty bool
+	// Size of the custom metadata in bytes; 0: none.
+	CustomMetadataBytes interface{}
+	// Delete state of the segment's partition: NONE, DELETE_PARTITION_MARKED, DELETE_PARTITION_STARTED or DELETE_PARTITION_FINISHED.
 	PartitionDeleteState string
-	CreatedAt            time.Time
-	UpdatedAt            time.Time
-	TopicID              uuid.UUID
-	StateCode            int16
+	// When the segment was added.
+	CreatedAt time.Time
+	// When the segment was last written to.
+	UpdatedAt time.Time
+	// Topic id (UUID).
+	TopicID uuid.UUID
+	// Segment state code, as stored (rlmm_segment_states).
+	StateCode int16
 }
 
 // Work in flight, for finding what a crashed or stuck broker left behind: segments in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED (not forgotten) and partitions in DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED. The threshold is the caller's: WHERE age > interval '1 hour'. Age is on the database clock (updated_at, reset by every write, manual repairs included), event_time is the broker's clock. rlmmctl stuck and the rlmm_stuck_* gauges read it.
