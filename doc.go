@@ -74,9 +74,16 @@
 // # Schema
 //
 // [Migrate] applies the embedded goose migrations. [NewPgManager] refuses a
-// database whose schema is older than [SchemaVersion], or newer through a
-// migration that does not declare this code compatible (docs/MIGRATIONS.md).
-// The tables, the four views (rlmm_segments_v, rlmm_segment_epochs_v,
-// rlmm_partitions_v, rlmm_stuck_v) and the guard triggers are commented for
-// psql; docs/DBA.md lists ready queries for DBAs and the repair guide.
+// database whose schema is older than [SchemaVersion]. It accepts a newer
+// one when every newer migration declares this code compatible, which is
+// what lets a rolling upgrade run old and new brokers on one database, and
+// refuses it otherwise (docs/MIGRATIONS.md).
+//
+// Four views serve DBAs: rlmm_segments_v (one row per segment ever added,
+// states by name), rlmm_segment_epochs_v (one row per segment and leader
+// epoch: the offset ranges lookups match), rlmm_partitions_v (one row per
+// partition: segments per state, bytes, delete state) and rlmm_stuck_v
+// (segment uploads and deletes, and partition deletes, left in flight).
+// They, the tables and the guard triggers are commented for psql;
+// docs/DBA.md lists ready queries for DBAs and the repair guide.
 package remotestorage
