@@ -97,10 +97,9 @@ func cmpInt(a, b int64) int {
 }
 
 var (
-	noTxRE  = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+NO\s+TRANSACTION\s*$`)
-	upRE    = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+Up\s*$`)
-	downRE  = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+Down\s*$`)
-	blockRE = regexp.MustCompile(`(?ms)^\s*--\s*\+goose\s+StatementBegin\s*$.*?^\s*--\s*\+goose\s+StatementEnd\s*$`)
+	noTxRE = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+NO\s+TRANSACTION\s*$`)
+	upRE   = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+Up\s*$`)
+	downRE = regexp.MustCompile(`(?m)^\s*--\s*\+goose\s+Down\s*$`)
 )
 
 // section returns the Up (up) or Down part of a migration's text.

@@ -432,10 +432,10 @@ func writeMigrationSQL(w io.Writer, fsys fs.FS, after int64, versionTable bool) 
 	table := migrations.VersionTable // a plain identifier: no quotes needed
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- The remotestorage schema: the Up sections of the embedded goose migrations,\n")
-	switch n := len(sections); {
-	case n == 0:
+	switch n := len(sections); n {
+	case 0:
 		fmt.Fprintf(&b, "-- printed by `rlmmctl migrate sql`. Nothing newer than version %d.\n", after)
-	case n == 1:
+	case 1:
 		fmt.Fprintf(&b, "-- version %d, printed by `rlmmctl migrate sql`.\n", sections[0].version)
 	default:
 		fmt.Fprintf(&b, "-- versions %d to %d, printed by `rlmmctl migrate sql`.\n", sections[0].version, sections[n-1].version)
