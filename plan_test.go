@@ -148,7 +148,7 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 		{name: "partition delete started", run: func() error {
 			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionStarted})
 		}},
-		// The purge: one call of rlmm_purge_round (migrations/00018), whose
+		// The purge: one call of rlmm_purge_round (the baseline), whose
 		// three statements the Function Scan's buffers count; the data holds
 		// nothing forgotten, so each must find that out from its partial
 		// index, not by reading the table.

@@ -1,6 +1,6 @@
 package remotestorage_test
 
-// The repair functions of migrations/00017 (docs/DBA.md, "Repairing"):
+// The repair functions of the baseline (docs/DBA.md, "Repairs"):
 // what they change, what they refuse, and that nothing else moves.
 
 import (

@@ -26,10 +26,9 @@ import (
 // and read by raw SQL in the shape the library would send (one statement per
 // call):
 //
-//   - "library without …": the library after dropping 00012's triggers on
-//     its hot path (an epoch row's segment check on insert, the epoch ends
-//     raised again by a trigger on a first finish; from migration 00014 on
-//     the library's finish no longer runs the latter);
+//   - "library without …" / "library with …": the library after dropping
+//     the epoch rows' foreign key or the CHECK constraints, or with each
+//     table's CHECKs ANDed into one;
 //   - "one row": one row per segment carrying its epoch ranges (epochs and
 //     their start offsets, as rlmm_segments already does); no epoch rows. The
 //     partition row is still locked and bumped by every write (its version

@@ -19,8 +19,8 @@ import (
 // away, each on a database of its own, every client on its own partition:
 //
 //   - library: AddRemoteLogSegmentMetadata then UpdateRemoteLogSegmentMetadata;
-//   - library without row rules: the same, after dropping the four
-//     rlmm_<table>_valid CHECK constraints (migration 00007's rule functions);
+//   - library without row rules: the same, after dropping the data tables'
+//     CHECK constraints (dropChecks);
 //   - bare segments table: one INSERT and one UPDATE of the same columns
 //     (state, versions, updated_at: not HOT) in a table made LIKE
 //     rlmm_segments with its indexes and nothing else: no partition row, no
@@ -34,11 +34,7 @@ import (
 func BenchmarkWriteFloor(b *testing.B) {
 	for _, clients := range []int{1, 8, 32} {
 		library := writeFloorDatabase(b, "")
-		noRules := writeFloorDatabase(b, `
-ALTER TABLE rlmm_partitions DROP CONSTRAINT rlmm_partitions_valid;
-ALTER TABLE rlmm_segments DROP CONSTRAINT rlmm_segments_valid;
-ALTER TABLE rlmm_segment_epochs DROP CONSTRAINT rlmm_segment_epochs_valid;
-ALTER TABLE rlmm_epoch_ends DROP CONSTRAINT rlmm_epoch_ends_valid;`)
+		noRules := writeFloorDatabase(b, dropChecks)
 		bare := writeFloorDatabase(b, `
 CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
 CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
