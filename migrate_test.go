@@ -81,3 +81,39 @@ func TestSchemaVersionIsNewestMigration(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, migrations.Latest(), rs.SchemaVersion, "SchemaVersion must be the number of the newest file in migrations/")
 }
+
+// The baseline moves only a database of the pre-release chain at its last
+// version: one at an older pre-release version is refused, naming its
+// version, and left exactly as it was.
+func TestBaselineRefusesAnOlderPreReleaseDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := emptyPool(t)
+	// What the pre-release chain leaves at 12: goose's version table and
+	// the data tables (one stands for them: the baseline looks for it).
+	_, err := pool.Exec(ctx, `
+CREATE TABLE `+migrations.VersionTable+` (id serial PRIMARY KEY, version_id bigint NOT NULL, is_applied boolean NOT NULL, tstamp timestamp DEFAULT now());
+INSERT INTO `+migrations.VersionTable+` (version_id, is_applied) SELECT v, true FROM generate_series(0, 12) v WHERE v NOT IN (3, 8, 9);
+CREATE TABLE rlmm_segments (topic_id uuid, note text);
+INSERT INTO rlmm_segments VALUES (gen_random_uuid(), 'kept');`)
+	require.NoError(t, err)
+
+	err = rs.Migrate(ctx, pool)
+	require.ErrorContains(t, err, "pre-release version 12")
+	require.ErrorContains(t, err, "migrate it to 18 with the code of the pre-release chain first")
+
+	var version int64
+	var columns, rows int
+	var partitions bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT max(version_id) FROM `+migrations.VersionTable+` WHERE is_applied),
+		(SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'rlmm_segments'),
+		(SELECT count(*) FROM rlmm_segments WHERE note = 'kept'),
+		to_regclass('rlmm_partitions') IS NOT NULL`).Scan(&version, &columns, &rows, &partitions))
+	require.Equal(t, int64(12), version, "no version recorded")
+	require.Equal(t, 2, columns, "the table untouched")
+	require.Equal(t, 1, rows, "the row kept")
+	require.False(t, partitions, "nothing of the baseline created")
+	_, err = rs.NewPgManager(ctx, pool)
+	require.ErrorIs(t, err, rs.ErrSchemaMismatch)
+	require.ErrorContains(t, err, "pre-release version 12")
+}
