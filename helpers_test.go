@@ -238,7 +238,7 @@ func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *rstest.Statement
 // plancheck.Explain does (PREPARE, then EXPLAIN EXECUTE: a prepared EXPLAIN
 // plans its query with the arguments, a custom plan whatever the mode), and
 // returns the JSON plan and the shared buffers it touched.
-func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q rstest.RecordedQuery) (string, int) {
+func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q plancheck.Statement) (string, int) {
 	t.Helper()
 	conn, err := pool.Acquire(t.Context())
 	require.NoError(t, err)

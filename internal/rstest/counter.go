@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/krabka/remotestorage/internal/plancheck"
 )
 
 // StatementCounter is a pgx tracer (pgx.ConnConfig's Tracer) that counts the
@@ -18,18 +20,12 @@ type StatementCounter struct {
 
 	n    atomic.Int64
 	mu   sync.Mutex
-	last []RecordedQuery
-}
-
-// RecordedQuery is a query a StatementCounter kept.
-type RecordedQuery struct {
-	SQL  string
-	Args []any
+	last []plancheck.Statement
 }
 
 // Take returns the statements counted since the last Take, and the queries
 // among them (none with CountOnly), and starts counting again from zero.
-func (c *StatementCounter) Take() (int64, []RecordedQuery) {
+func (c *StatementCounter) Take() (int64, []plancheck.Statement) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last := c.last
@@ -44,45 +40,39 @@ func (c *StatementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, dat
 		return ctx
 	}
 	c.mu.Lock()
-	c.last = append(c.last, RecordedQuery{SQL: data.SQL, Args: data.Args})
+	c.last = append(c.last, plancheck.Statement{SQL: data.SQL, Args: data.Args})
 	c.mu.Unlock()
 	return ctx
 }
 
-// TraceQueryEnd does nothing.
-func (c *StatementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-// TraceBatchStart counts a batch.
+// TraceBatchStart, TracePrepareStart and TraceCopyFromStart count a batch
+// (once, whatever it holds), a prepare and a copy.
 func (c *StatementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
+	return c.count(ctx)
 }
 
-// TraceBatchQuery does nothing.
-func (c *StatementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-
-// TraceBatchEnd does nothing.
-func (c *StatementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-// TracePrepareStart counts a prepare.
 func (c *StatementCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	c.n.Add(1)
-	return ctx
+	return c.count(ctx)
 }
 
-// TracePrepareEnd does nothing.
-func (c *StatementCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
-
-// TraceCopyFromStart counts a copy.
 func (c *StatementCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	return c.count(ctx)
+}
+
+func (c *StatementCounter) count(ctx context.Context) context.Context {
 	c.n.Add(1)
 	return ctx
 }
 
-// TraceCopyFromEnd does nothing.
+// The rest of the tracer interfaces: nothing to count.
+
+func (c *StatementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData)       {}
+func (c *StatementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData)   {}
+func (c *StatementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)       {}
+func (c *StatementCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData)   {}
 func (c *StatementCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
 
-// The interfaces a pgx tracer may implement, checked.
+// The tracer interfaces of pgx it implements, checked.
 var (
 	_ pgx.QueryTracer    = (*StatementCounter)(nil)
 	_ pgx.BatchTracer    = (*StatementCounter)(nil)

@@ -8,10 +8,9 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/plancheck"
 	"github.com/krabka/remotestorage/internal/rstest"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The counter counts every statement and keeps the queries' text and
 // arguments, unless CountOnly; Take starts again from zero.
@@ -33,7 +32,7 @@ func TestStatementCounter(t *testing.T) {
 		if countOnly {
 			require.Empty(t, queries)
 		} else {
-			require.Equal(t, []rstest.RecordedQuery{{SQL: "SELECT $1::integer", Args: []any{1}}}, queries[len(queries)-1:])
+			require.Equal(t, []plancheck.Statement{{SQL: "SELECT $1::integer", Args: []any{1}}}, queries[len(queries)-1:])
 		}
 		n, queries = counter.Take()
 		require.Zero(t, n)
@@ -68,3 +67,6 @@ func TestLoadEpochAndWaitLoaded(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, int64(10_089), highest)
 }
+
+// TestMain gives the tests pgtest's server, stopped when they are done.
+func TestMain(m *testing.M) { pgtest.Main(m) }
