@@ -93,19 +93,19 @@ bench: pg-user ## Benchmark every operation against the database's own limit at 
 
 .PHONY: bench-ready
 bench-ready: pg-user ## A broker with WithCache ready on 1,000 partitions of 1,000 segments: time, heap per segment, cost to others (~1 min).
-	$(GO) test -run '^$$' -bench '^BenchmarkCacheReady1M$$' -benchtime 1x -timeout 20m .
+	$(GO) test -run '^$$' -bench '^BenchmarkCacheReady1M$$' -benchtime 1x -timeout 20m ./bench
 
 .PHONY: bench-fresh
 bench-fresh: pg-user ## Benchmark a freshly written, never-analyzed database: reads, writes with WAL bytes, cross-broker freshness (~1 min).
-	$(GO) test -run '^$$' -bench '^BenchmarkFresh$$' -benchtime $${BENCHTIME:-3s} .
+	$(GO) test -run '^$$' -bench '^BenchmarkFresh$$' -benchtime $${BENCHTIME:-3s} ./bench
 
 .PHONY: bench-inkless
 bench-inkless: pg-user ## Add + finish next to an emulation of Inkless's PostgreSQL RLMM and two raw UPDATE commits, at 1, 8 and 32 clients (~1.5 min).
-	$(GO) test -run '^$$' -bench '^BenchmarkInklessWrites$$' -benchtime $${BENCHTIME:-3s} .
+	$(GO) test -run '^$$' -bench '^BenchmarkInklessWrites$$' -benchtime $${BENCHTIME:-3s} ./bench
 
 .PHONY: bench-month
 bench-month: pg-user ## A month of churn scaled down, autovacuum at its defaults, purging in the background: size, writes, lookups at start and end (~4 min).
-	$(GO) test -run '^$$' -bench '^BenchmarkMonthOfChurn$$' -benchtime 1x -timeout 30m .
+	$(GO) test -run '^$$' -bench '^BenchmarkMonthOfChurn$$' -benchtime 1x -timeout 30m ./bench
 
 .PHONY: soak
 soak: pg-user ## Soak: 5 minutes of mixed traffic at 8 clients, p99 and memory per minute (SOAK_FLAGS=-soak-duration=1m).

@@ -15,6 +15,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
@@ -65,7 +66,7 @@ func TestPgBouncerConformance(t *testing.T) {
 func TestPgBouncerCachedConformance(t *testing.T) {
 	t.Parallel()
 	pooled, direct := pgtest.NewBouncerDatabase(t)
-	listener := listenerOption(t, direct)
+	listener := rstest.ListenerOption(t, direct)
 	rlmmtest.Run(t, func(t *testing.T, opts ...rs.Option) rs.Manager {
 		return &consumingManager{PgManager: newCachedManager(t, pooled, append(opts, listener)...), t: t, seen: map[[20]byte]bool{}}
 	})
@@ -100,7 +101,7 @@ func (c *consumingManager) consume(tp rs.TopicIDPartition) error {
 		return fmt.Errorf("consumingManager: taking %s on: %w", tp, err)
 	}
 	timeout := testwait.Timeout(c.t)
-	if !caughtUp(c.PgManager).Until(timeout, func() bool { return loaded(c.PgManager, tp) }) {
+	if !caughtUp(c.PgManager).Until(timeout, func() bool { return rstest.Loaded(c.PgManager, tp) }) {
 		return fmt.Errorf("consumingManager: %s not loaded within %v", tp, timeout)
 	}
 	return nil

@@ -1,4 +1,5 @@
-// Helpers shared by the root package's tests and benchmarks.
+// Helpers shared by the root package's tests (those the benchmarks of
+// bench/ need too are in internal/rstest).
 
 package remotestorage_test
 
@@ -8,14 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/fstest"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -24,6 +22,7 @@ import (
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/plancheck"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testsignal"
 	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
@@ -31,25 +30,14 @@ import (
 
 // Segments and updates.
 
-func testTP(partition int32) rs.TopicIDPartition {
-	return rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: partition}
-}
-
-func segment(tp rs.TopicIDPartition, start, end int64, epochs map[rs.LeaderEpoch]int64) rs.RemoteLogSegmentMetadata {
-	return rs.RemoteLogSegmentMetadata{
-		SegmentID:           rs.RemoteLogSegmentID{TopicIDPartition: tp, ID: uuid.New()},
-		StartOffset:         start,
-		EndOffset:           end,
-		SegmentSizeInBytes:  1024,
-		State:               rs.CopySegmentStarted,
-		SegmentLeaderEpochs: epochs,
-		TxnIndexEmpty:       true,
-	}
-}
-
-func update(s rs.RemoteLogSegmentMetadata, state rs.RemoteLogSegmentState) rs.RemoteLogSegmentMetadataUpdate {
-	return rs.RemoteLogSegmentMetadataUpdate{SegmentID: s.SegmentID, State: state, BrokerID: 1, EventTimestampMs: 1}
-}
+// The segments, updates and pools of package rstest, under the names the
+// root's tests have always used.
+var (
+	testTP  = rstest.TP
+	segment = rstest.Segment
+	update  = rstest.Update
+	newPool = rstest.NewPool
+)
 
 // writeFinished adds and finishes a segment through m.
 func writeFinished(t *testing.T, m rs.RemoteLogMetadataManager, tp rs.TopicIDPartition, start, end int64) rs.RemoteLogSegmentMetadata {
@@ -76,24 +64,6 @@ func expectMiss(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {
 }
 
 // Managers, pools and migrations.
-
-// newPool opens a pool on dsn, closed when the test ends. maxConns 0 keeps
-// pgxpool's default size; configure sets the pool up with ConfigurePool.
-func newPool(t testing.TB, dsn string, maxConns int, configure bool) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(t, err)
-	if maxConns > 0 {
-		cfg.MaxConns = int32(maxConns)
-	}
-	if configure {
-		rs.ConfigurePool(cfg)
-	}
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
-}
 
 // newManager returns a PgManager with opts on pool, closed when the test
 // ends.
@@ -133,15 +103,6 @@ func brokersOn(t *testing.T, dsn string, n int) ([]*rs.PgManager, *pgxpool.Pool)
 func emptyPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	return newPool(t, pgtest.NewEmptyDatabase(t), 0, false)
-}
-
-// listenerOption gives the cache's listener a session connection straight
-// to the server.
-func listenerOption(t testing.TB, direct string) rs.Option {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(direct)
-	require.NoError(t, err)
-	return rs.WithListenerConnConfig(cfg)
 }
 
 func partitionVersion(t *testing.T, admin *pgxpool.Pool, tp rs.TopicIDPartition) int64 {
@@ -196,16 +157,12 @@ func caughtUp(m *rs.PgManager) *testsignal.Signal[rs.TopicIDPartition] {
 	return &signals.CaughtUp
 }
 
-// waitLoaded waits until the cached partition tp has loaded.
+// waitLoaded waits until the cached partition tp has loaded. It wakes at
+// each catch-up (the cache's test signal), where rstest.WaitLoaded, for
+// packages without the root's test hooks, polls.
 func waitLoaded(t testing.TB, m *rs.PgManager, tp rs.TopicIDPartition) {
 	t.Helper()
-	caughtUp(m).WaitUntil(t, "partition loaded", func() bool { return loaded(m, tp) })
-}
-
-// loaded reports whether the cached partition tp has loaded.
-func loaded(m *rs.PgManager, tp rs.TopicIDPartition) bool {
-	_, err := m.CaughtUp(context.Background(), tp)
-	return !errors.Is(err, rs.ErrNotReady)
+	caughtUp(m).WaitUntil(t, "partition loaded", func() bool { return rstest.Loaded(m, tp) })
 }
 
 // waitCaughtUp waits until m says it is caught up on tp. A partition still
@@ -263,72 +220,12 @@ func requireSameAnswers(t *testing.T, where string, want, got rs.Manager, tp rs.
 
 // Counting statements and reading their plans.
 
-// statementCounter counts the statements a pool sends: each query, batch,
-// prepare or copy is at least one round trip. With countOnly it keeps no
-// queries, so a benchmark's counter does not grow.
-type statementCounter struct {
-	n         atomic.Int64
-	countOnly bool
-	mu        sync.Mutex
-	last      []recordedQuery
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	if c.countOnly {
-		return ctx
-	}
-	c.mu.Lock()
-	c.last = append(c.last, recordedQuery{sql: data.SQL, args: data.Args})
-	c.mu.Unlock()
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-
-func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-func (c *statementCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *statementCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
-
-func (c *statementCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *statementCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
-
-// take returns the statements counted since the last take, and their text.
-func (c *statementCounter) take() (int64, []recordedQuery) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	last := c.last
-	c.last = nil
-	return c.n.Swap(0), last
-}
-
-type recordedQuery struct {
-	sql  string
-	args []any
-}
-
 // newCountingPool opens a one-connection pool on dsn that counts statements.
-func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *statementCounter) {
+func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *rstest.StatementCounter) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
-	counter := &statementCounter{}
+	counter := &rstest.StatementCounter{}
 	cfg.ConnConfig.Tracer = counter
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
@@ -341,19 +238,19 @@ func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *statementCounter
 // plancheck.Explain does (PREPARE, then EXPLAIN EXECUTE: a prepared EXPLAIN
 // plans its query with the arguments, a custom plan whatever the mode), and
 // returns the JSON plan and the shared buffers it touched.
-func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q recordedQuery) (string, int) {
+func explain(t *testing.T, pool *pgxpool.Pool, planCacheMode string, q plancheck.Statement) (string, int) {
 	t.Helper()
 	conn, err := pool.Acquire(t.Context())
 	require.NoError(t, err)
 	defer conn.Release()
-	args := make([]any, len(q.args))
-	for i, a := range q.args {
+	args := make([]any, len(q.Args))
+	for i, a := range q.Args {
 		args[i] = a
 		if id, ok := a.(dbuuid.UUID); ok { // the simple protocol needs a type it can write as text
 			args[i] = uuid.UUID(id)
 		}
 	}
-	cost := plancheck.Explain(t, conn.Conn(), planCacheMode, q.sql, args)
+	cost := plancheck.Explain(t, conn.Conn(), planCacheMode, q.SQL, args)
 	return cost.Plan, cost.Buffers
 }
 
@@ -378,47 +275,6 @@ func seqScannedTables(plan string) []string {
 	}
 	walk(plans[0].Plan)
 	return tables
-}
-
-// loadEpoch stores n finished segments of 90 offsets with gaps of 10 in one
-// partition, all carrying epoch 3 (the first also epoch 2, the last also
-// epoch 4), segment i with MaxTimestampMs 1000*i, plus the epoch ends the
-// COPY_SEGMENT_FINISHED statement would have raised. Autovacuum is off on
-// the tables, so they stay never analyzed until analyze says so.
-func loadEpoch(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) {
-	t.Helper()
-	for _, st := range []struct {
-		sql  string
-		args []any
-	}{
-		{`ALTER TABLE rlmm_partitions SET (autovacuum_enabled = false)`, []any{}},
-		{`ALTER TABLE rlmm_segments SET (autovacuum_enabled = false)`, []any{}},
-		{`ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false)`, []any{}},
-		{`ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false)`, []any{}},
-		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
-VALUES ($1, $2, $3, 2 * $4::integer, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
-		{`INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
-    broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
-SELECT $1::uuid, $2::integer, md5($1::uuid::text || i)::uuid, $3::text, i * 100, i * 100 + 89, i * 1000, 1, 0, 1000, 1, true,
-    CASE WHEN i = 0 THEN ARRAY[2, 3] WHEN i = $4::integer - 1 THEN ARRAY[3, 4] ELSE ARRAY[3] END,
-    CASE WHEN i = 0 OR i = $4 - 1 THEN ARRAY[i * 100, i * 100 + 40]::bigint[] ELSE ARRAY[i * 100]::bigint[] END,
-    2 * i + 1, 2 * i + 2, 2 * i + 2
-FROM generate_series(0, $4::integer - 1) i`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
-		{`INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-    segment_start_offset, segment_end_offset, added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms)
-SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
-    coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
-    s.added_version, s.finished_version, s.last_version, s.segment_size_bytes, s.max_timestamp_ms
-FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
-WHERE s.topic_id = $1 AND s.partition = $2`, []any{tp.TopicID, tp.Partition}},
-		{`INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-SELECT topic_id, partition, epoch, max(last_offset), max(segment_end_offset - segment_start_offset), 2 * $3::integer
-FROM rlmm_segment_epochs WHERE topic_id = $1 AND partition = $2 GROUP BY topic_id, partition, epoch`, []any{tp.TopicID, tp.Partition, n}},
-	} {
-		_, err := pool.Exec(t.Context(), st.sql, st.args...)
-		require.NoError(t, err, st.sql)
-	}
 }
 
 // The guard triggers' fixture.

@@ -23,6 +23,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testwait"
 )
 
@@ -51,7 +52,7 @@ func TestPgBouncerBrokersPartitionDeleteRacesAdds(t *testing.T) {
 func TestPgBouncerCacheCrossBroker(t *testing.T) {
 	t.Parallel()
 	pooled, direct := pgtest.NewBouncerDatabase(t)
-	testCacheCrossBroker(t, pooled, listenerOption(t, direct))
+	testCacheCrossBroker(t, pooled, rstest.ListenerOption(t, direct))
 }
 
 // With WithListenerConnConfig the cache hears other brokers' writes through
@@ -64,7 +65,7 @@ func TestPgBouncerCacheListenerOnSessionConnection(t *testing.T) {
 	pooled, direct := pgtest.NewBouncerDatabase(t)
 	logger, logs := logtest.New(slog.LevelWarn)
 	a := newCachedManager(t, pooled)
-	b := newCachedManager(t, pooled, listenerOption(t, direct), rs.WithLogger(logger))
+	b := newCachedManager(t, pooled, rstest.ListenerOption(t, direct), rs.WithLogger(logger))
 	direct2 := newCachedManager(t, direct, rs.WithLogger(logger))
 	for _, m := range []*rs.PgManager{b, direct2} {
 		signals := m.TestSignals()

@@ -47,7 +47,7 @@ func TestCacheReadsYourWritesWithoutRoundTrips(t *testing.T) {
 	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
 	waitCaughtUp(t, m, tp)
 
-	counter.take()
+	counter.Take()
 	got, ok, err := m.RemoteLogSegmentMetadata(ctx, tp, 1, 60)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -60,13 +60,13 @@ func TestCacheReadsYourWritesWithoutRoundTrips(t *testing.T) {
 	list, err := m.ListRemoteLogSegments(ctx, tp)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	trips, queries := counter.take()
+	trips, queries := counter.Take()
 	require.Zero(t, trips, "cached queries went to the database: %v", queries)
 
 	ok, err = m.CaughtUp(ctx, tp)
 	require.NoError(t, err)
 	require.True(t, ok)
-	trips, _ = counter.take()
+	trips, _ = counter.Take()
 	require.EqualValues(t, 1, trips, "CaughtUp on a cached partition is one round trip")
 }
 

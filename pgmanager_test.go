@@ -42,7 +42,7 @@ func TestPgManagerOneRoundTrip(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			counter.take()
+			counter.Take()
 			return m.UpdateRemoteLogSegmentMetadata(ctx, update(segs[i], rs.CopySegmentFinished))
 		}, 1},
 		{"UpdateRefused", func(i int) error {
@@ -50,7 +50,7 @@ func TestPgManagerOneRoundTrip(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			counter.take()
+			counter.Take()
 			if err := m.UpdateRemoteLogSegmentMetadata(ctx, update(segs[i], rs.DeleteSegmentFinished)); !errors.Is(err, rs.ErrInvalidSegmentTransition) {
 				return fmt.Errorf("want ErrInvalidSegmentTransition, got %v", err)
 			}
@@ -85,9 +85,9 @@ func TestPgManagerOneRoundTrip(t *testing.T) {
 	}
 	for _, op := range ops {
 		for i := range 2 {
-			counter.take()
+			counter.Take()
 			require.NoError(t, op.run(i), op.name)
-			trips, queries := counter.take()
+			trips, queries := counter.Take()
 			if i == 1 {
 				require.LessOrEqualf(t, trips, op.maxTrips, "%s sent %d statements: %v", op.name, trips, queries)
 				t.Logf("%-28s %d round trip(s)", op.name, trips)
@@ -165,9 +165,9 @@ ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs;`)
 	}
 	explainPool := newPool(t, dsn, 0, false)
 	for _, c := range cases {
-		counter.take()
+		counter.Take()
 		require.NoError(t, c.run(), c.name)
-		_, queries := counter.take()
+		_, queries := counter.Take()
 		require.Len(t, queries, 1, c.name)
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			plan, buffers := explain(t, explainPool, mode, queries[0])

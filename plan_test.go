@@ -17,6 +17,7 @@ import (
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/plancheck"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // The plan test: every statement the library sends reads a number of
@@ -190,17 +191,17 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 	t.Cleanup(func() { explainConn.Close(context.Background()) })
 	out := make(map[string]plancheck.Cost)
 	for _, c := range cases {
-		counter.take()
+		counter.Take()
 		require.NoError(t, c.run(), c.name)
-		_, queries := counter.take()
+		_, queries := counter.Take()
 		require.NotEmpty(t, queries, c.name)
 		for i, q := range queries {
 			name := c.name
 			if len(queries) > 1 {
 				name = fmt.Sprintf("%s (statement %d)", c.name, i+1)
 			}
-			args := make([]any, len(q.args))
-			for j, a := range q.args {
+			args := make([]any, len(q.Args))
+			for j, a := range q.Args {
 				args[j] = a
 				if id, ok := a.(dbuuid.UUID); ok { // the simple protocol needs a type it can write as text
 					a, args[j] = uuid.UUID(id), uuid.UUID(id)
@@ -212,7 +213,7 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 				}
 			}
 			for _, mode := range plancheck.PlanCacheModes {
-				cost := plancheck.Explain(t, explainConn, mode, q.sql, args)
+				cost := plancheck.Explain(t, explainConn, mode, q.SQL, args)
 				if dir := os.Getenv("RLMM_PLAN_DUMP"); dir != "" {
 					file := fmt.Sprintf("%s/%s-%d-%s-%s.json", dir, state, scale, name, mode)
 					require.NoError(t, os.WriteFile(strings.ReplaceAll(file, " ", "_"), []byte(cost.Plan), 0o644))
@@ -374,7 +375,7 @@ func TestKafkaQueriesPlans(t *testing.T) {
 		m, err := rs.NewPgManager(t.Context(), pool)
 		require.NoError(t, err)
 		tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "plans", Partition: 0}
-		loadEpoch(t, pool, tp, n)
+		rstest.LoadEpoch(t, pool, tp, n)
 		explainPool, err := pgxpool.New(t.Context(), dsn)
 		require.NoError(t, err)
 		t.Cleanup(explainPool.Close)
@@ -389,9 +390,9 @@ func TestKafkaQueriesPlans(t *testing.T) {
 				require.NoError(t, err)
 			}
 			for _, p := range probes {
-				counter.take()
+				counter.Take()
 				require.NoError(t, p.run(m, tp, n), "%s, %d segments, %s", p.name, n, stage)
-				_, queries := counter.take()
+				_, queries := counter.Take()
 				require.Len(t, queries, 1, p.name)
 				for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 					plan, b := explain(t, explainPool, mode, queries[0])
@@ -427,7 +428,7 @@ func TestStatementsKeepTheirGenericPlans(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	pool := newPool(t, dsn, 1, false)
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "plans", Partition: 0}
-	loadEpoch(t, pool, tp, 1000)
+	rstest.LoadEpoch(t, pool, tp, 1000)
 	_, err := pool.Exec(ctx, "VACUUM ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends")
 	require.NoError(t, err)
 	m, err := rs.NewPgManager(ctx, pool)

@@ -4,43 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgcluster"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testwait"
 )
-
-// primaryAndStandby starts a primary with a migrated database "rlmm" and a
-// streaming hot standby of it, and returns pools on both.
-func primaryAndStandby(t testing.TB) (primary, standby *pgxpool.Pool, standbyCluster *pgcluster.Cluster) {
-	t.Helper()
-	ctx := t.Context()
-	p, err := pgcluster.Start(ctx, pgcluster.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, p.Stop()) })
-	admin, err := pgxpool.New(ctx, p.URL("postgres"))
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE rlmm")
-	admin.Close()
-	require.NoError(t, err)
-	primary, err = pgxpool.New(ctx, p.URL("rlmm"))
-	require.NoError(t, err)
-	t.Cleanup(primary.Close)
-	require.NoError(t, rs.Migrate(ctx, primary))
-
-	s, err := pgcluster.StartStandby(ctx, p, pgcluster.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Stop()) }) // runs before the primary's Stop
-	standby, err = pgxpool.New(ctx, s.URL("rlmm"))
-	require.NoError(t, err)
-	t.Cleanup(standby.Close)
-	var inRecovery bool
-	require.NoError(t, standby.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery))
-	require.True(t, inRecovery, "the standby is a standby")
-	return primary, standby, s
-}
 
 // A manager reading from a hot standby: CaughtUp is false while the standby
 // lags (replay paused on purpose) and the write is invisible; once replay
@@ -49,7 +19,7 @@ func primaryAndStandby(t testing.TB) (primary, standby *pgxpool.Pool, standbyClu
 func TestReadReplica(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	primary, standby, standbyCluster := primaryAndStandby(t)
+	primary, standby, standbyCluster := rstest.PrimaryAndStandby(t)
 	m, err := rs.NewPgManager(ctx, primary, rs.WithReadReplica(standby))
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
@@ -95,16 +65,4 @@ func TestReadReplica(t *testing.T) {
 	require.ErrorIs(t, err, rs.ErrIO)
 	// Writes go to the primary, which is still up.
 	writeFinished(t, m, tp, 200, 299)
-}
-
-// BenchmarkReplicaCommitToCaughtUp measures the replica's staleness under a
-// write load: the time from a commit on the primary until CaughtUp, reading
-// from the standby, says true.
-//
-//	go test -run '^$' -bench ReplicaCommitToCaughtUp .
-func BenchmarkReplicaCommitToCaughtUp(b *testing.B) {
-	primary, standby, _ := primaryAndStandby(b)
-	m, err := rs.NewPgManager(b.Context(), primary, rs.WithReadReplica(standby))
-	require.NoError(b, err)
-	measureCommitToCaughtUp(b, m, m, testTP(0))
 }

@@ -72,15 +72,15 @@ func TestOnlyBoundParametersReachSQL(t *testing.T) {
 		require.True(t, found)
 		require.Equal(t, u.CustomMetadata, got.CustomMetadata)
 	}
-	_, statements := rec.take()
+	_, statements := rec.Take()
 	require.NotEmpty(t, statements)
 	var sawMetadata bool
 	for _, st := range statements {
 		for _, hostile := range hostileStrings() {
-			require.NotContains(t, st.sql, hostile, "hostile text reached the SQL")
-			require.NotContains(t, st.sql, strings.ReplaceAll(hostile, "'", "''"), "hostile text reached the SQL, quoted")
+			require.NotContains(t, st.SQL, hostile, "hostile text reached the SQL")
+			require.NotContains(t, st.SQL, strings.ReplaceAll(hostile, "'", "''"), "hostile text reached the SQL, quoted")
 		}
-		for _, arg := range st.args {
+		for _, arg := range st.Args {
 			if b, ok := arg.([]byte); ok && bytes.Equal(b, []byte(hostileStrings()[0])) {
 				sawMetadata = true
 			}

@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testwait"
 )
 
 // The cache's figures (docs/BENCHMARKS.md, "Cache and replica"):
 //
-//	go test -run '^$' -bench 'Cache|RawPrimaryKey' -benchtime 3s .
+//	go test -run '^$' -bench 'Cache|RawPrimaryKey' -benchtime 3s ./bench
 
 // loadPartition writes n finished single-epoch segments to tp with SQL (a
 // bulk load).
@@ -89,7 +90,7 @@ func BenchmarkCachedLookup(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(m.Close)
 	require.NoError(b, m.OnPartitionLeadershipChanges(b.Context(), []rs.TopicIDPartition{tp}, nil))
-	waitLoaded(b, m, tp)
+	rstest.WaitLoaded(b, m, tp)
 	i := int64(0)
 	for b.Loop() {
 		i = (i + 7919) % 100_000
@@ -133,6 +134,6 @@ func BenchmarkCacheCommitToCaughtUp(b *testing.B) {
 	b.Cleanup(m.Close)
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "lag", Partition: 0}
 	require.NoError(b, m.OnPartitionLeadershipChanges(b.Context(), []rs.TopicIDPartition{tp}, nil))
-	waitLoaded(b, m, tp)
+	rstest.WaitLoaded(b, m, tp)
 	measureCommitToCaughtUp(b, a, m, tp)
 }

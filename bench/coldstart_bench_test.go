@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // BenchmarkColdStart is what a write and a query cost on a connection that
@@ -23,14 +24,14 @@ import (
 // as the connect is). The rows "connect counted" time the connect too (and
 // with it ConfigurePool's warm-up).
 //
-//	go test -run '^$' -bench '^BenchmarkColdStart$' -benchtime 200x .
+//	go test -run '^$' -bench '^BenchmarkColdStart$' -benchtime 200x ./bench
 //
 // The target: a cold write, and a cold query, cost at most twice the raw
 // cold UPDATE.
 func BenchmarkColdStart(b *testing.B) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(b)
-	setup := newPool(b, dsn, 1, false)
+	setup := rstest.NewPool(b, dsn, 1, false)
 	_, err := setup.Exec(ctx, `
 CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
 INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
@@ -39,19 +40,19 @@ ANALYZE bench_raw;`)
 	adder, err := rs.NewPgManager(ctx, setup)
 	require.NoError(b, err)
 	b.Cleanup(adder.Close)
-	tp := testTP(0)
+	tp := rstest.TP(0)
 	var offset int64
 	// added is a new segment in COPY_SEGMENT_STARTED for the timed update.
 	added := func() rs.RemoteLogSegmentMetadata {
-		s := segment(tp, offset, offset+99, map[rs.LeaderEpoch]int64{0: offset})
+		s := rstest.Segment(tp, offset, offset+99, map[rs.LeaderEpoch]int64{0: offset})
 		offset += 100
 		require.NoError(b, adder.AddRemoteLogSegmentMetadata(ctx, s))
 		return s
 	}
-	require.NoError(b, adder.UpdateRemoteLogSegmentMetadata(ctx, update(added(), rs.CopySegmentFinished))) // the one looked up
+	require.NoError(b, adder.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(added(), rs.CopySegmentFinished))) // the one looked up
 
-	plain := newPool(b, dsn, 1, false)
-	configured := newPool(b, dsn, 1, true)
+	plain := rstest.NewPool(b, dsn, 1, false)
+	configured := rstest.NewPool(b, dsn, 1, true)
 	var pool *pgxpool.Pool
 	var m *rs.PgManager
 	var countConnect bool
@@ -79,7 +80,7 @@ ANALYZE bench_raw;`)
 		if cold {
 			reconnect(b)
 		}
-		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 	}
 	lookup := func(b *testing.B, cold bool) {
 		if cold {

@@ -1,7 +1,7 @@
 // The reads of the candidate layouts of schemaproto_bench_test.go: lookups,
 // lists and sizes on them, by wall clock and by server CPU.
 
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // protoLookup is the candidate SegmentLookup on the HOT layout: the
@@ -75,7 +76,7 @@ ANALYZE bench_raw_seg;`)
 		b.Logf("candidate lookup %s:\n%s", q.name, plan)
 	}
 	for _, clients := range []int{1, 8, 32} {
-		pool := newPool(b, dsn, clients, false)
+		pool := rstest.NewPool(b, dsn, clients, false)
 		lm, err := rs.NewPgManager(ctx, pool)
 		require.NoError(b, err)
 		b.Cleanup(lm.Close)
@@ -189,7 +190,7 @@ WHERE s.topic_id = $1 AND s.partition = $2
 // same 2,000 segments as BenchmarkSchemaProtoReads, never analyzed (the raw
 // statements' copy analyzed). Reports server-µs/op.
 //
-//	go test -run '^$' -bench '^BenchmarkSchemaProtoReadsCPU$' -benchtime 3000x .
+//	go test -run '^$' -bench '^BenchmarkSchemaProtoReadsCPU$' -benchtime 3000x ./bench
 func BenchmarkSchemaProtoReadsCPU(b *testing.B) {
 	ctx := context.Background()
 	dsn, setup, tp, ids := protoReadData(b, `
@@ -413,7 +414,7 @@ func protoPool(b *testing.B, dsn string) *pgxpool.Pool {
 func protoReadData(b *testing.B, ddl string) (string, *pgxpool.Pool, rs.TopicIDPartition, []uuid.UUID) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(b)
-	setup := newPool(b, dsn, 1, false)
+	setup := rstest.NewPool(b, dsn, 1, false)
 	_, err := setup.Exec(ctx, protoSchema(true)+ddl)
 	require.NoError(b, err)
 	m, err := rs.NewPgManager(ctx, setup)
@@ -427,9 +428,9 @@ func protoReadData(b *testing.B, ddl string) (string, *pgxpool.Pool, rs.TopicIDP
 		if i >= 1900 {
 			epoch = 1
 		}
-		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{rs.LeaderEpoch(epoch): i * 100})
+		s := rstest.Segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{rs.LeaderEpoch(epoch): i * 100})
 		require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, s))
-		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 		id := dbuuid.UUID(s.SegmentID.ID)
 		var added, version int64
 		var state *int16

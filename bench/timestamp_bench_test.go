@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"fmt"
@@ -9,15 +9,16 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // FirstSegmentForTimestamp next to what Kafka's broker does today
 // (KAFKA-15802: ListRemoteLogSegmentsByEpoch, then a filter in Go) and a raw
 // primary-key SELECT of an equally wide segment row, on epochs of 1k and 10k
 // finished segments (segment i holds offsets 100i..100i+89 and has
-// MaxTimestampMs 1000i; see loadEpoch):
+// MaxTimestampMs 1000i; see rstest.LoadEpoch):
 //
-//	go test -run '^$' -bench 'FirstSegmentForTimestamp' -benchtime 2s -count 3 .
+//	go test -run '^$' -bench 'FirstSegmentForTimestamp' -benchtime 2s -count 3 ./bench
 //
 // Rows: the answer near the start of the epoch, in the middle, at the end,
 // each asked from startingOffset 0 (ListOffsets from the log start: the
@@ -28,7 +29,7 @@ func BenchmarkFirstSegmentForTimestamp(b *testing.B) {
 		dsn := pgtest.NewDatabase(b)
 		pool := benchPool(b, dsn)
 		tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "timestamps", Partition: 0}
-		loadEpoch(b, pool, tp, n)
+		rstest.LoadEpoch(b, pool, tp, n)
 		_, err := pool.Exec(b.Context(), "VACUUM ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends")
 		require.NoError(b, err)
 		m, err := rs.NewPgManager(b.Context(), pool)

@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // BenchmarkInklessWrites runs the library's add + finish next to its peer,
@@ -50,7 +51,7 @@ import (
 // sub-benchmark in a row, and the ratios then take the last run of the
 // earlier ones.
 //
-//	go test -run '^$' -bench '^BenchmarkInklessWrites$' -benchtime 3s .
+//	go test -run '^$' -bench '^BenchmarkInklessWrites$' -benchtime 3s ./bench
 //
 // What the emulation keeps, for one segment with one leader epoch (as every
 // add here carries), with the round trips it spends:
@@ -102,7 +103,7 @@ ANALYZE bench_raw;`)
 			{"library add + finish", libraryAddFinish},
 		} {
 			b.Run(fmt.Sprintf("clients=%d/%s", clients, v.name), func(b *testing.B) {
-				counter := &statementCounter{countOnly: true}
+				counter := &rstest.StatementCounter{CountOnly: true}
 				cfg, err := pgxpool.ParseConfig(dsn)
 				require.NoError(b, err)
 				cfg.MaxConns = int32(clients)
@@ -117,10 +118,10 @@ ANALYZE bench_raw;`)
 				w.m = m
 				var walBefore, walAfter int64
 				require.NoError(b, pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&walBefore))
-				counter.n.Store(0)
+				counter.Take()
 				parallel(b, clients, func(ctx context.Context, rng *rand.Rand) error { return v.op(ctx, &w, rng) })
 				b.StopTimer()
-				trips := counter.n.Load()
+				trips, _ := counter.Take()
 				require.NoError(b, pool.QueryRow(b.Context(), "SELECT pg_current_wal_lsn() - '0/0'").Scan(&walAfter))
 				b.ReportMetric(float64(walAfter-walBefore)/float64(b.N), "WAL-B/op")
 				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
@@ -148,7 +149,7 @@ ANALYZE bench_raw;`)
 func TestInklessEmulation(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
-	counter := &statementCounter{countOnly: true}
+	counter := &rstest.StatementCounter{CountOnly: true}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
 	cfg.MaxConns = 1
@@ -160,10 +161,11 @@ func TestInklessEmulation(t *testing.T) {
 	require.NoError(t, err)
 	w := writeFloor{pool: pool, clients: 1, topic: uuid.New()}
 	for i := range 3 {
-		counter.n.Store(0)
+		counter.Take()
 		require.NoError(t, inklessAddFinish(t.Context(), &w, nil))
 		if i > 0 { // the first call also prepares the statements
-			require.Equal(t, int64(14), counter.n.Load(), "round trips of add + finish %d", i)
+			trips, _ := counter.Take()
+			require.Equal(t, int64(14), trips, "round trips of add + finish %d", i)
 		}
 	}
 	var state, referenced, watermark int64
@@ -243,11 +245,11 @@ const inklessCluster = "bench-cluster"
 func inklessAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
 	i := w.next.Add(1)
 	tp := rs.TopicIDPartition{TopicID: w.topic, Topic: "writes", Partition: int32(i % int64(w.clients))}
-	s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+	s := rstest.Segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
 	if err := inklessAdd(ctx, w.pool, s); err != nil {
 		return err
 	}
-	return inklessFinish(ctx, w.pool, update(s, rs.CopySegmentFinished))
+	return inklessFinish(ctx, w.pool, rstest.Update(s, rs.CopySegmentFinished))
 }
 
 // inklessTx runs body in a transaction whose BEGIN travels with the

@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // Memory and work in proportion to live segments, not history: a partition
 // whose retention churned through 200,000 segments, 1,000 of them live,
 // next to a partition of the same 1,000 live ones only.
 //
-//	go test -run '^$' -bench 'Churned' -benchtime 2000x .
+//	go test -run '^$' -bench 'Churned' -benchtime 2000x ./bench
 
 const (
 	churnLive      = 1_000
@@ -38,12 +39,12 @@ func BenchmarkChurnedLookupAfterWrite(b *testing.B) {
 			tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "churn", Partition: 0}
 			var live []rs.RemoteLogSegmentMetadata
 			for i := range forgotten + churnLive {
-				s := segment(tp, int64(i)*100, int64(i)*100+99, map[rs.LeaderEpoch]int64{0: int64(i) * 100})
+				s := rstest.Segment(tp, int64(i)*100, int64(i)*100+99, map[rs.LeaderEpoch]int64{0: int64(i) * 100})
 				require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, s))
-				require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+				require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 				if i < forgotten {
-					require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.DeleteSegmentStarted)))
-					require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.DeleteSegmentFinished)))
+					require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.DeleteSegmentStarted)))
+					require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.DeleteSegmentFinished)))
 				} else {
 					live = append(live, s)
 				}
@@ -53,7 +54,7 @@ func BenchmarkChurnedLookupAfterWrite(b *testing.B) {
 			for b.Loop() {
 				s := live[i%len(live)]
 				i++
-				require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+				require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 				start := time.Now()
 				_, ok, err := m.RemoteLogSegmentMetadata(ctx, tp, 0, s.StartOffset+50)
 				lags = append(lags, time.Since(start))
@@ -104,7 +105,7 @@ SELECT topic_id, partition, segment_id, 0, start_offset, end_offset, state, star
 			defer m.Close()
 			for b.Loop() {
 				require.NoError(b, m.OnPartitionLeadershipChanges(ctx, []rs.TopicIDPartition{tp}, nil))
-				waitLoaded(b, m, tp)
+				rstest.WaitLoaded(b, m, tp)
 				b.StopTimer()
 				list, err := m.ListRemoteLogSegments(ctx, tp)
 				require.NoError(b, err)
@@ -133,7 +134,7 @@ func TestChurnSizeFollowsLiveSegments(t *testing.T) {
 // 200 live segments and 200 a round, with the purge and without it (the
 // baseline), reporting the tables' size at rounds 10 and 40.
 //
-//	go test -run '^$' -bench 'ChurnSize' -benchtime 1x .
+//	go test -run '^$' -bench 'ChurnSize' -benchtime 1x ./bench
 func BenchmarkChurnSize(b *testing.B) {
 	for _, purge := range []bool{true, false} {
 		b.Run(fmt.Sprintf("purge=%t", purge), func(b *testing.B) {
@@ -168,7 +169,7 @@ func churnSizes(t testing.TB, live, perRound int, purge bool) (at10, at40 int64)
 	write := func(n int, forget bool) {
 		segs := make([]rs.RemoteLogSegmentMetadata, n)
 		for i := range segs {
-			segs[i] = segment(tp, next*100, next*100+99, map[rs.LeaderEpoch]int64{0: next * 100})
+			segs[i] = rstest.Segment(tp, next*100, next*100+99, map[rs.LeaderEpoch]int64{0: next * 100})
 			next++
 		}
 		states := []rs.RemoteLogSegmentState{rs.CopySegmentFinished}
@@ -183,7 +184,7 @@ func churnSizes(t testing.TB, live, perRound int, purge bool) (at10, at40 int64)
 					errs[w] = m.AddRemoteLogSegmentMetadata(ctx, segs[i])
 					for _, st := range states {
 						if errs[w] == nil {
-							errs[w] = m.UpdateRemoteLogSegmentMetadata(ctx, update(segs[i], st))
+							errs[w] = m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(segs[i], st))
 						}
 					}
 				}

@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testwait"
 )
 
@@ -29,7 +30,7 @@ import (
 // pool (4 here, pgxpool's default on two cores); WithCacheLoaders bounds
 // how many at once (default: half the pool), one sub-benchmark each.
 //
-//	go test -run '^$' -bench 'CacheReady1M' -benchtime 1x .
+//	go test -run '^$' -bench 'CacheReady1M' -benchtime 1x ./bench
 func BenchmarkCacheReady1M(b *testing.B) {
 	const partitions, perPartition = 1000, 1000
 	ctx := context.Background()
@@ -90,7 +91,7 @@ WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0 GROUP BY topic_id, partition
 		tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "own", Partition: 0}
 		return func(by rs.RemoteLogMetadataManager, i int) error {
 			start := int64(i) * 100
-			return by.AddRemoteLogSegmentMetadata(ctx, segment(tp, start, start+99, map[rs.LeaderEpoch]int64{0: start}))
+			return by.AddRemoteLogSegmentMetadata(ctx, rstest.Segment(tp, start, start+99, map[rs.LeaderEpoch]int64{0: start}))
 		}
 	}
 	// measure times op, called by by again and again while during runs, and

@@ -1,6 +1,7 @@
-// Helpers shared by the root package's benchmarks.
+// Helpers shared by the benchmarks (those the root package's tests share
+// too are in internal/rstest).
 
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -18,12 +19,13 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // benchPool opens a pool of pgxpool's default size on dsn.
 func benchPool(b *testing.B, dsn string) *pgxpool.Pool {
 	b.Helper()
-	return newPool(b, dsn, 0, false)
+	return rstest.NewPool(b, dsn, 0, false)
 }
 
 // parallel runs op from clients goroutines, b.N calls in all.
@@ -65,7 +67,7 @@ func measureCommitToCaughtUp(b *testing.B, writer, reader rs.RemoteLogMetadataMa
 	var lags []time.Duration
 	i := int64(0)
 	for b.Loop() {
-		s := segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
+		s := rstest.Segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
 		i++
 		require.NoError(b, writer.AddRemoteLogSegmentMetadata(b.Context(), s))
 		committed := time.Now()
@@ -96,11 +98,11 @@ type writeFloor struct {
 func libraryAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
 	i := w.next.Add(1)
 	tp := rs.TopicIDPartition{TopicID: w.topic, Topic: "writes", Partition: int32(i % int64(w.clients))}
-	s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+	s := rstest.Segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
 	if err := w.m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
 		return err
 	}
-	return w.m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished))
+	return w.m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished))
 }
 
 // writeFloorDatabase is a migrated database of its own, nothing analyzed,
@@ -108,7 +110,7 @@ func libraryAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
 func writeFloorDatabase(b *testing.B, setup string) string {
 	dsn := pgtest.NewDatabase(b)
 	if setup != "" {
-		_, err := newPool(b, dsn, 1, false).Exec(b.Context(), setup)
+		_, err := rstest.NewPool(b, dsn, 1, false).Exec(b.Context(), setup)
 		require.NoError(b, err)
 	}
 	return dsn

@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // The benchmarks of a freshly written database that nothing has analyzed
@@ -30,7 +31,7 @@ import (
 // and only the index the raw statement needs, analyzed (the bound is the
 // raw statement at its best).
 //
-//	go test -run '^$' -bench '^BenchmarkFresh$' -benchtime 3s .
+//	go test -run '^$' -bench '^BenchmarkFresh$' -benchtime 3s ./bench
 //
 // Ratios: divide the raw row's ns/op by the library row's (docs/BENCHMARKS.md).
 
@@ -70,10 +71,10 @@ ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false);`)
 			if i >= 1900 {
 				epoch = 1
 			}
-			s := segment(f.tp, int64(i)*100, int64(i)*100+99, map[rs.LeaderEpoch]int64{epoch: int64(i) * 100})
+			s := rstest.Segment(f.tp, int64(i)*100, int64(i)*100+99, map[rs.LeaderEpoch]int64{epoch: int64(i) * 100})
 			s.MaxTimestampMs = int64(i)
 			require.NoError(b, m.AddRemoteLogSegmentMetadata(ctx, s))
-			require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+			require.NoError(b, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 			f.ids = append(f.ids, s.SegmentID.ID)
 		}
 		_, err = pool.Exec(ctx, `
@@ -128,7 +129,7 @@ func (f freshDB) hit(ctx context.Context, m *rs.PgManager, rng *rand.Rand) error
 
 func benchmarkFreshReads(b *testing.B, f freshDB) {
 	for _, clients := range []int{1, 8} {
-		pool := newPool(b, f.dsn, clients, false)
+		pool := rstest.NewPool(b, f.dsn, clients, false)
 		m, err := rs.NewPgManager(b.Context(), pool)
 		require.NoError(b, err)
 		b.Cleanup(m.Close)
@@ -212,9 +213,9 @@ func benchmarkFreshReads(b *testing.B, f freshDB) {
 // each client on its own partition, next to two raw single-row UPDATE
 // commits; WAL bytes per iteration from pg_current_wal_lsn().
 func benchmarkFreshWrites(b *testing.B, f freshDB) {
-	admin := newPool(b, f.dsn, 1, false)
+	admin := rstest.NewPool(b, f.dsn, 1, false)
 	for _, clients := range []int{1, 8, 32} {
-		pool := newPool(b, f.dsn, clients, false)
+		pool := rstest.NewPool(b, f.dsn, clients, false)
 		m, err := rs.NewPgManager(b.Context(), pool)
 		require.NoError(b, err)
 		b.Cleanup(m.Close)
@@ -253,17 +254,17 @@ func benchmarkFreshWrites(b *testing.B, f freshDB) {
 // while 8 other writers keep committing to other partitions.
 func benchmarkFreshness(b *testing.B, f freshDB) {
 	ctx := b.Context()
-	a, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 2, false))
+	a, err := rs.NewPgManager(ctx, rstest.NewPool(b, f.dsn, 2, false))
 	require.NoError(b, err)
 	b.Cleanup(a.Close)
-	reader, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 2, false), rs.WithCache())
+	reader, err := rs.NewPgManager(ctx, rstest.NewPool(b, f.dsn, 2, false), rs.WithCache())
 	require.NoError(b, err)
 	b.Cleanup(reader.Close)
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "fresh", Partition: 0}
 	require.NoError(b, reader.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
-	waitLoaded(b, reader, tp)
+	rstest.WaitLoaded(b, reader, tp)
 
-	load, err := rs.NewPgManager(ctx, newPool(b, f.dsn, 8, false))
+	load, err := rs.NewPgManager(ctx, rstest.NewPool(b, f.dsn, 8, false))
 	require.NoError(b, err)
 	b.Cleanup(load.Close)
 	loadCtx, stop := context.WithCancel(ctx)
@@ -272,9 +273,9 @@ func benchmarkFreshness(b *testing.B, f freshDB) {
 		wg.Go(func() {
 			other := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "load", Partition: int32(w)}
 			for i := int64(0); loadCtx.Err() == nil; i++ {
-				s := segment(other, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+				s := rstest.Segment(other, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
 				if load.AddRemoteLogSegmentMetadata(loadCtx, s) == nil {
-					_ = load.UpdateRemoteLogSegmentMetadata(loadCtx, update(s, rs.CopySegmentFinished))
+					_ = load.UpdateRemoteLogSegmentMetadata(loadCtx, rstest.Update(s, rs.CopySegmentFinished))
 				}
 			}
 		})
@@ -284,10 +285,10 @@ func benchmarkFreshness(b *testing.B, f freshDB) {
 	var lags []time.Duration
 	i := int64(0)
 	for b.Loop() {
-		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+		s := rstest.Segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
 		i++
 		require.NoError(b, a.AddRemoteLogSegmentMetadata(ctx, s))
-		require.NoError(b, a.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		require.NoError(b, a.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 		lags = append(lags, lagUntilCached(b, reader, s))
 	}
 	slices.Sort(lags)

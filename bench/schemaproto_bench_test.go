@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ import (
 // index from the offset, the epoch of the offset in each candidate read
 // with width_bucket on its epoch start offsets.
 //
-//	go test -run '^$' -bench '^BenchmarkSchemaProto' -benchtime 2s .
+//	go test -run '^$' -bench '^BenchmarkSchemaProto' -benchtime 2s ./bench
 func BenchmarkSchemaProtoWrites(b *testing.B) {
 	for _, clients := range []int{1, 8, 32} {
 		library := writeFloorDatabase(b, `
@@ -493,7 +493,7 @@ func backendCPU(b *testing.B, pid int32) time.Duration {
 // one connection, each variant on a database of its own, next to the raw
 // statements. Reports server-µs/op.
 //
-//	go test -run '^$' -bench '^BenchmarkSchemaProtoCPU$' -benchtime 3000x .
+//	go test -run '^$' -bench '^BenchmarkSchemaProtoCPU$' -benchtime 3000x ./bench
 //
 // dropForeignKey drops the epoch rows' foreign key, for the variants that
 // measure what it costs.

@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"slices"
@@ -11,6 +11,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // BenchmarkPgBouncerFreshness: behind PgBouncer in transaction mode, commit
@@ -19,11 +20,11 @@ import (
 // notification brings it; without, only the periodic version poll
 // (WithCachePollInterval, default 1 s) does.
 //
-//	go test -run '^$' -bench PgBouncerFreshness -benchtime 30x .
+//	go test -run '^$' -bench PgBouncerFreshness -benchtime 30x ./bench
 func BenchmarkPgBouncerFreshness(b *testing.B) {
 	pooled, direct := pgtest.NewBouncerDatabase(b)
 	b.Run("listener=session", func(b *testing.B) {
-		benchmarkBouncerFreshness(b, pooled, listenerOption(b, direct))
+		benchmarkBouncerFreshness(b, pooled, rstest.ListenerOption(b, direct))
 	})
 	b.Run("listener=pooler/poll=1s", func(b *testing.B) {
 		benchmarkBouncerFreshness(b, pooled)
@@ -48,15 +49,15 @@ func benchmarkBouncerFreshness(b *testing.B, pooled string, opts ...rs.Option) {
 	reader := newManager(append(opts, rs.WithCache())...)
 	tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "bouncer", Partition: 0}
 	require.NoError(b, reader.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
-	waitLoaded(b, reader, tp)
+	rstest.WaitLoaded(b, reader, tp)
 
 	var lags []time.Duration
 	i := int64(0)
 	for b.Loop() {
-		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+		s := rstest.Segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
 		i++
 		require.NoError(b, writer.AddRemoteLogSegmentMetadata(ctx, s))
-		require.NoError(b, writer.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		require.NoError(b, writer.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 		lags = append(lags, lagUntilCached(b, reader, s))
 	}
 	slices.Sort(lags)

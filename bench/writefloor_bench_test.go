@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // BenchmarkWriteFloor asks what bounds an add and its COPY_SEGMENT_FINISHED
@@ -30,7 +31,7 @@ import (
 // The bare table is the floor of any layout that keeps rlmm_segments' indexes
 // (by id, list order, change feed, in-flight); docs/BENCHMARKS.md compares it.
 //
-//	go test -run '^$' -bench '^BenchmarkWriteFloor$' -benchtime 3s .
+//	go test -run '^$' -bench '^BenchmarkWriteFloor$' -benchtime 3s ./bench
 func BenchmarkWriteFloor(b *testing.B) {
 	for _, clients := range []int{1, 8, 32} {
 		library := writeFloorDatabase(b, "")
@@ -79,7 +80,7 @@ VALUES ($1, $2, $3, 'floor', $4, $5, 0, 0, 0, 1024, NULL, 0, true, ARRAY[0], ARR
 // a new topic, on a pool of clients connections to dsn, and reports the WAL
 // bytes per call.
 func runWriteVariant(b *testing.B, dsn string, clients int, op writeFloorOp) {
-	w := writeFloor{pool: newPool(b, dsn, clients, false), clients: clients, topic: uuid.New()}
+	w := writeFloor{pool: rstest.NewPool(b, dsn, clients, false), clients: clients, topic: uuid.New()}
 	m, err := rs.NewPgManager(b.Context(), w.pool)
 	require.NoError(b, err)
 	b.Cleanup(m.Close)

@@ -1,4 +1,4 @@
-package remotestorage_test
+package bench_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // The scale of BenchmarkMonthOfChurn; go test … -args -month.rounds=10 runs
@@ -65,8 +66,8 @@ var (
 //     from a table of the live segments built for the phase, ÷ the
 //     library's.
 //
-//     go test -run '^$' -bench '^BenchmarkMonthOfChurn$' -benchtime 1x -timeout 30m .
-//     go test -run '^$' -bench '^BenchmarkMonthOfChurn$' -benchtime 1x . -args -month.rounds=10
+//     go test -run '^$' -bench '^BenchmarkMonthOfChurn$' -benchtime 1x -timeout 30m ./bench
+//     go test -run '^$' -bench '^BenchmarkMonthOfChurn$' -benchtime 1x ./bench -args -month.rounds=10
 func BenchmarkMonthOfChurn(b *testing.B) {
 	for b.Loop() {
 		monthOfChurn(b)
@@ -175,12 +176,12 @@ func (r *monthRun) churn(rounds int, forget bool) {
 }
 
 func (r *monthRun) addFinish(ctx context.Context, p *monthPartition) error {
-	s := segment(p.tp, p.next*100, p.next*100+99, map[rs.LeaderEpoch]int64{0: p.next * 100})
+	s := rstest.Segment(p.tp, p.next*100, p.next*100+99, map[rs.LeaderEpoch]int64{0: p.next * 100})
 	p.next++
 	if err := r.m.AddRemoteLogSegmentMetadata(ctx, s); err != nil {
 		return err
 	}
-	if err := r.m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)); err != nil {
+	if err := r.m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)); err != nil {
 		return err
 	}
 	p.live = append(p.live, s)
@@ -191,7 +192,7 @@ func (r *monthRun) forgetOldest(ctx context.Context, p *monthPartition) error {
 	for len(p.live) > *monthLive {
 		s := p.live[0]
 		for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
-			if err := r.m.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)); err != nil {
+			if err := r.m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, st)); err != nil {
 				return err
 			}
 		}
