@@ -1,5 +1,6 @@
 // Helpers shared by the root package's tests (those the benchmarks of
-// bench/ need too are in internal/rstest).
+// bench/ or the tests of package migrations need too are in
+// internal/rstest).
 
 package remotestorage_test
 
@@ -30,23 +31,18 @@ import (
 
 // Segments and updates.
 
-// The segments, updates and pools of package rstest, under the names the
-// root's tests have always used.
+// The segments, updates, pools and managers of package rstest, under the
+// names the root's tests have always used.
 var (
-	testTP  = rstest.TP
-	segment = rstest.Segment
-	update  = rstest.Update
-	newPool = rstest.NewPool
+	testTP           = rstest.TP
+	segment          = rstest.Segment
+	update           = rstest.Update
+	newPool          = rstest.NewPool
+	newManager       = rstest.NewManager
+	brokersOn        = rstest.BrokersOn
+	writeFinished    = rstest.WriteFinished
+	partitionVersion = rstest.PartitionVersion
 )
-
-// writeFinished adds and finishes a segment through m.
-func writeFinished(t *testing.T, m rs.RemoteLogMetadataManager, tp rs.TopicIDPartition, start, end int64) rs.RemoteLogSegmentMetadata {
-	t.Helper()
-	s := segment(tp, start, end, map[rs.LeaderEpoch]int64{0: start})
-	require.NoError(t, m.AddRemoteLogSegmentMetadata(t.Context(), s))
-	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(t.Context(), update(s, rs.CopySegmentFinished)))
-	return s
-}
 
 func ids(list []rs.RemoteLogSegmentMetadata) []string {
 	out := make([]string, len(list))
@@ -65,52 +61,15 @@ func expectMiss(s rs.RemoteLogSegmentMetadata, ok bool, err error) error {
 
 // Managers, pools and migrations.
 
-// newManager returns a PgManager with opts on pool, closed when the test
-// ends.
-func newManager(t testing.TB, pool *pgxpool.Pool, opts ...rs.Option) *rs.PgManager {
-	t.Helper()
-	m, err := rs.NewPgManager(t.Context(), pool, opts...)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	return m
-}
-
 // newCachedManager returns a manager WithCache over its own pool on dsn.
 func newCachedManager(t *testing.T, dsn string, opts ...rs.Option) *rs.PgManager {
 	t.Helper()
 	return newManager(t, newPool(t, dsn, 0, false), append(opts, rs.WithCache())...)
 }
 
-// brokersOn is a brokersFunc on dsn.
-func brokersOn(t *testing.T, dsn string, n int) ([]*rs.PgManager, *pgxpool.Pool) {
-	t.Helper()
-	var managers []*rs.PgManager
-	var admin *pgxpool.Pool
-	for i := 0; i <= n; i++ {
-		pool := newPool(t, dsn, 0, false)
-		if i == n {
-			admin = pool
-			break
-		}
-		m, err := rs.NewPgManager(t.Context(), pool)
-		require.NoError(t, err)
-		t.Cleanup(m.Close)
-		managers = append(managers, m)
-	}
-	return managers, admin
-}
-
 func emptyPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	return newPool(t, pgtest.NewEmptyDatabase(t), 0, false)
-}
-
-func partitionVersion(t *testing.T, admin *pgxpool.Pool, tp rs.TopicIDPartition) int64 {
-	t.Helper()
-	var v int64
-	require.NoError(t, admin.QueryRow(t.Context(),
-		"SELECT version FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2", tp.TopicID, tp.Partition).Scan(&v))
-	return v
 }
 
 // requireMigratedOnce checks that pool's database has every migration

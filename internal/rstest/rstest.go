@@ -1,7 +1,8 @@
-// Package rstest is the test support shared by the root package's tests and
-// the benchmarks of package bench: segments and updates to write, pools,
-// waiting for a cache, counting statements, and a partition loaded with
-// plain SQL. It uses only the library's public API (not the test hooks of
+// Package rstest is the test support shared by the root package's tests,
+// the schema and migration tests of package migrations and the benchmarks of
+// package bench: segments and updates to write, pools, managers, migrating
+// over other migration files, waiting for a cache, counting statements, and
+// a partition loaded with plain SQL. It uses only the library's public API (not the test hooks of
 // the root package's export_test.go), so any package's tests can import it.
 package rstest
 
