@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/migrationdata"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/migrations"
 	"github.com/krabka/remotestorage/rlmmtest"
 )
@@ -122,7 +123,7 @@ func migrationDataFindings(t *testing.T, bin string, from int64, fsys fs.FS, tar
 	t.Helper()
 	ctx := t.Context()
 	dsn := pgtest.NewEmptyDatabase(t)
-	pool := newPool(t, dsn, 0, false)
+	pool := rstest.NewPool(t, dsn, 0, false)
 	cmd := exec.Command(bin, "-dsn", dsn, "-seed", strconv.Itoa(migrationDataSeed), "-migrate")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -162,7 +163,7 @@ func migrationDataFindings(t *testing.T, bin string, from int64, fsys fs.FS, tar
 		require.NoError(t, err, sql)
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
-	require.NoError(t, rs.MigrateFSTo(ctx, pool, fsys, target))
+	require.NoError(t, rstest.MigrateFSTo(ctx, pool, fsys, target))
 	var privileges string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT concat_ws(' ',
 		has_table_privilege($1, 'rlmm_segments', 'SELECT'), has_table_privilege($1, 'rlmm_segments', 'UPDATE'),
@@ -180,7 +181,7 @@ func migrationDataFindings(t *testing.T, bin string, from int64, fsys fs.FS, tar
 		findings = append(findings, rowFindings(table, rowsBefore[table], rowsAfter[table])...)
 	}
 
-	after := migrationdata.Answers(ctx, newManager(t, pool), w)
+	after := migrationdata.Answers(ctx, rstest.NewManager(t, pool), w)
 	findings = append(findings, answerFindings("answer", want.Answers, fmt.Sprintf("the current code after migrating to %d", target), after)...)
 	t.Logf("%d steps (%d refused), %d answers compared; rows %s", len(want.Outcomes), refused(want.Outcomes), len(want.Answers), rowCounts(rowsBefore))
 	return findings

@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 // The database-side guards of the states (rlmm_state_guard, as schema.sql
 // shows it): the transition tables the repair functions read must say

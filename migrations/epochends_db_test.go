@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 // The database side of EpochEndOffset: the epoch ends that an operator's
 // repair (rlmm_set_segment_state) raises are the ones the library's own
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 func requireEpochEnd(t *testing.T, m rs.KafkaExtensions, tp rs.TopicIDPartition, epoch rs.LeaderEpoch, want int64, wantOK bool) {
@@ -88,7 +89,7 @@ func TestRepairedFinishRaisesEpochEnds(t *testing.T) {
 		var pair [2]rs.RemoteLogSegmentMetadata
 		if st.epochs != nil {
 			for i, tp := range []rs.TopicIDPartition{library, repaired} {
-				pair[i] = segment(tp, st.start, st.end, st.epochs)
+				pair[i] = rstest.Segment(tp, st.start, st.end, st.epochs)
 				require.NoError(t, f.m.AddRemoteLogSegmentMetadata(ctx, pair[i]), st.name)
 			}
 			added[st.name] = pair
@@ -96,11 +97,11 @@ func TestRepairedFinishRaisesEpochEnds(t *testing.T) {
 			pair = added[st.of]
 		}
 		if st.state != rs.CopySegmentStarted {
-			require.NoError(t, f.m.UpdateRemoteLogSegmentMetadata(ctx, update(pair[0], st.state)), st.name)
+			require.NoError(t, f.m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(pair[0], st.state)), st.name)
 			var version int64
 			require.NoError(t, f.pool.QueryRow(ctx, "SELECT rlmm_set_segment_state($1, $2, 1, 1)", pair[1].SegmentID.ID, st.state.String()).
 				Scan(&version), st.name)
-			require.Equal(t, partitionVersion(t, f.pool, repaired), version, st.name)
+			require.Equal(t, rstest.PartitionVersion(t, f.pool, repaired), version, st.name)
 		}
 		libraryVersion, libraryEnds := epochEnds(library)
 		repairedVersion, repairedEnds := epochEnds(repaired)

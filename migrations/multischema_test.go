@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 // Several clusters in one database: one schema per cluster, chosen by the
 // connection string's search_path. pgx sends any connection-string key it
@@ -19,6 +19,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -49,7 +50,7 @@ func TestMultipleClustersInOneDatabase(t *testing.T) {
 	require.NoError(t, err)
 
 	open := func(dsn string) *pgxpool.Pool {
-		pool := newPool(t, dsn, 0, false)
+		pool := rstest.NewPool(t, dsn, 0, false)
 		return pool
 	}
 	// The two spellings pgx honours: its own run-time parameter, and

@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
@@ -40,7 +41,7 @@ func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
-	managers, admin := brokersOn(t, dsn, 3)
+	managers, admin := rstest.BrokersOn(t, dsn, 3)
 
 	var (
 		migrated atomic.Bool
@@ -55,17 +56,17 @@ func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
 	)
 	for b, m := range managers {
 		wg.Go(func() {
-			tp := testTP(int32(b))
+			tp := rstest.TP(int32(b))
 			for i := int64(0); ; i++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				s := segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
+				s := rstest.Segment(tp, i*10, i*10+9, map[rs.LeaderEpoch]int64{0: i * 10})
 				err := m.AddRemoteLogSegmentMetadata(ctx, s)
 				if err == nil {
-					err = m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished))
+					err = m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished))
 				}
 				if err == nil {
 					var got rs.RemoteLogSegmentMetadata
@@ -98,7 +99,7 @@ func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
 	}
 	<-started
 	next := withNext(t, expandMigration(rs.SchemaVersion))
-	require.NoError(t, rs.MigrateFS(ctx, admin, next))
+	require.NoError(t, rstest.MigrateFS(ctx, admin, next))
 	migrated.Store(true)
 	testwait.Until(t, "the old brokers keep serving after the migration", func() bool {
 		mu.Lock()
@@ -128,12 +129,12 @@ func TestRollingUpgradeOldCodeServesWhileMigrating(t *testing.T) {
 // declares it compatible, and says what to do.
 func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 	t.Parallel()
-	freshPool := func(t *testing.T) *pgxpool.Pool { return newPool(t, pgtest.NewDatabase(t), 0, false) }
+	freshPool := func(t *testing.T) *pgxpool.Pool { return rstest.NewPool(t, pgtest.NewDatabase(t), 0, false) }
 	t.Run("no declaration", func(t *testing.T) {
 		t.Parallel()
 		pool := freshPool(t)
 		undeclared := "-- +goose Up\nALTER TABLE rlmm_segments ADD COLUMN upgrade_test_note text;\n"
-		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, undeclared)))
+		require.NoError(t, rstest.MigrateFS(t.Context(), pool, withNext(t, undeclared)))
 		_, err := rs.NewPgManager(t.Context(), pool)
 		require.ErrorIs(t, err, rs.ErrSchemaMismatch)
 		require.ErrorContains(t, err, fmt.Sprintf("migration %d does not declare code of schema %d compatible", rs.SchemaVersion+1, rs.SchemaVersion))
@@ -144,7 +145,7 @@ func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 		t.Parallel()
 		pool := freshPool(t)
 		contract := fmt.Sprintf("-- rlmm:compatible-with %d\n-- +goose Up\nALTER TABLE rlmm_segments DROP COLUMN upgrade_test_note;\n", rs.SchemaVersion+1)
-		require.NoError(t, rs.MigrateFS(t.Context(), pool, withNext(t, expandMigration(rs.SchemaVersion), contract)))
+		require.NoError(t, rstest.MigrateFS(t.Context(), pool, withNext(t, expandMigration(rs.SchemaVersion), contract)))
 		_, err := rs.NewPgManager(t.Context(), pool)
 		require.ErrorContains(t, err, fmt.Sprintf("migration %d does not declare", rs.SchemaVersion+2))
 	})
@@ -152,7 +153,7 @@ func TestRollingUpgradeRefusesIncompatibleSchema(t *testing.T) {
 		t.Parallel()
 		pool := freshPool(t)
 		bad := fmt.Sprintf("-- rlmm:compatible-with %d\n-- +goose Up\nSELECT 1;\n", rs.SchemaVersion+1)
-		err := rs.MigrateFS(t.Context(), pool, withNext(t, bad))
+		err := rstest.MigrateFS(t.Context(), pool, withNext(t, bad))
 		require.ErrorContains(t, err, "it must name an older schema version")
 		var version int64
 		require.NoError(t, pool.QueryRow(t.Context(), "SELECT max(version_id) FROM "+migrations.VersionTable).Scan(&version))
@@ -174,8 +175,8 @@ func TestDownForgetsCompatibility(t *testing.T) {
 		t.Run(down, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			pool := newPool(t, pgtest.NewDatabase(t), 0, false)
-			require.NoError(t, rs.MigrateFS(ctx, pool, withNext(t, expandMigration(rs.SchemaVersion))))
+			pool := rstest.NewPool(t, pgtest.NewDatabase(t), 0, false)
+			require.NoError(t, rstest.MigrateFS(ctx, pool, withNext(t, expandMigration(rs.SchemaVersion))))
 			m, err := rs.NewPgManager(ctx, pool)
 			require.NoError(t, err, "the expand migration declares this code compatible")
 			m.Close()
@@ -198,7 +199,7 @@ func TestDownForgetsCompatibility(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			require.NoError(t, rs.MigrateFS(ctx, pool, withNext(t, contract)))
+			require.NoError(t, rstest.MigrateFS(ctx, pool, withNext(t, contract)))
 			_, err = rs.NewPgManager(ctx, pool)
 			require.ErrorIs(t, err, rs.ErrSchemaMismatch)
 			require.ErrorContains(t, err, fmt.Sprintf("migration %d does not declare", rs.SchemaVersion+1))

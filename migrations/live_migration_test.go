@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 import (
 	"archive/tar"
@@ -25,6 +25,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testwait"
 	"github.com/krabka/remotestorage/migrations"
 )
@@ -41,10 +42,15 @@ type liveStep struct {
 	checkEpochEnds bool
 }
 
+// moduleRoot is the module's directory, the top of its checkout: the
+// tests of package migrations run in migrations/, and git's paths and the
+// files copied into older trees are relative to the root.
+const moduleRoot = ".."
+
 // git runs git in the module's directory and returns its trimmed output.
 func git(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("git", args...).Output()
+	out, err := exec.Command("git", append([]string{"-C", moduleRoot}, args...)...).Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
@@ -138,8 +144,8 @@ ALTER TABLE rlmm_segments DROP COLUMN live_test_note;
 type oldProgram struct {
 	name string // the binary's name, for errors
 	// files maps a path in the old tree to the file or directory of this
-	// checkout copied there (of a directory, the Go files that are not
-	// tests, its subdirectories' included).
+	// checkout (relative to its root) copied there (of a directory, the Go
+	// files that are not tests, its subdirectories' included).
 	files map[string]string
 	pkg   string // the package to build, relative to the old tree
 }
@@ -158,7 +164,7 @@ func buildOld(root, commit string, p oldProgram) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	archive := exec.Command("git", "archive", "--format=tar", commit)
+	archive := exec.Command("git", "-C", moduleRoot, "archive", "--format=tar", commit)
 	var stderr bytes.Buffer
 	archive.Stderr = &stderr
 	out, err := archive.Output()
@@ -190,7 +196,7 @@ func buildOld(root, commit string, p oldProgram) (string, error) {
 		}
 	}
 	for to, from := range p.files {
-		if err := copyIntoTree(from, filepath.Join(dir, filepath.FromSlash(to))); err != nil {
+		if err := copyIntoTree(filepath.Join(moduleRoot, filepath.FromSlash(from)), filepath.Join(dir, filepath.FromSlash(to))); err != nil {
 			return "", err
 		}
 	}
@@ -275,12 +281,12 @@ func TestMigrationsUnderLiveBrokers(t *testing.T) {
 func runLiveStep(t *testing.T, step liveStep, bin string) {
 	ctx := t.Context()
 	dsn := pgtest.NewEmptyDatabase(t)
-	admin := newPool(t, dsn, 0, false)
+	admin := rstest.NewPool(t, dsn, 0, false)
 	fsys := step.fsys
 	if fsys == nil {
 		fsys = migrations.FS()
 	}
-	require.NoError(t, rs.MigrateFSTo(ctx, admin, fsys, step.oldSchema))
+	require.NoError(t, rstest.MigrateFSTo(ctx, admin, fsys, step.oldSchema))
 
 	cmd := exec.Command(bin, "-dsn", dsn, "-brokers", "3")
 	stdin, err := cmd.StdinPipe()
@@ -353,7 +359,7 @@ func runLiveStep(t *testing.T, step liveStep, bin string) {
 	before := rounds
 	lmu.Unlock()
 	start := time.Now()
-	require.NoError(t, rs.MigrateFSTo(ctx, admin, fsys, step.target), "Migrate to %d under brokers of commit %s (schema %d)", step.target, step.oldCommit, step.oldSchema)
+	require.NoError(t, rstest.MigrateFSTo(ctx, admin, fsys, step.target), "Migrate to %d under brokers of commit %s (schema %d)", step.target, step.oldCommit, step.oldSchema)
 	took := time.Since(start)
 	lmu.Lock()
 	during := rounds - before

@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/migrations"
 )
 
@@ -114,17 +115,17 @@ func unbumped(before, after map[string]*partitionSnapshot) []string {
 func backfillFindings(t *testing.T, fsys fs.FS, version int64) []string {
 	t.Helper()
 	ctx := t.Context()
-	pool := newPool(t, pgtest.NewEmptyDatabase(t), 0, false)
-	require.NoError(t, rs.MigrateFS(ctx, pool, fsys))
+	pool := rstest.NewPool(t, pgtest.NewEmptyDatabase(t), 0, false)
+	require.NoError(t, rstest.MigrateFS(ctx, pool, fsys))
 	m, err := rs.NewPgManager(ctx, pool)
 	require.NoError(t, err)
-	tps := []rs.TopicIDPartition{testTP(0), testTP(1), testTP(2)}
+	tps := []rs.TopicIDPartition{rstest.TP(0), rstest.TP(1), rstest.TP(2)}
 	for i, tp := range tps {
 		for j := range int64(3) {
-			s := segment(tp, j*100, j*100+99, map[rs.LeaderEpoch]int64{rs.LeaderEpoch(j): j * 100, rs.LeaderEpoch(j + 1): j*100 + 50})
+			s := rstest.Segment(tp, j*100, j*100+99, map[rs.LeaderEpoch]int64{rs.LeaderEpoch(j): j * 100, rs.LeaderEpoch(j + 1): j*100 + 50})
 			require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
 			if j < 2 || i == 0 {
-				require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+				require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 			}
 		}
 	}
@@ -148,12 +149,12 @@ func backfillFindings(t *testing.T, fsys fs.FS, version int64) []string {
 	down()
 	before, err := snapshotData(ctx, pool)
 	require.NoError(t, err)
-	require.NoError(t, rs.MigrateFSTo(ctx, pool, fsys, version))
+	require.NoError(t, rstest.MigrateFSTo(ctx, pool, fsys, version))
 	after, err := snapshotData(ctx, pool)
 	require.NoError(t, err)
 	findings := unbumped(before, after)
 	down()
-	require.NoError(t, rs.MigrateFSTo(ctx, pool, fsys, version))
+	require.NoError(t, rstest.MigrateFSTo(ctx, pool, fsys, version))
 	again, err := snapshotData(ctx, pool)
 	require.NoError(t, err)
 	for key, a := range after {

@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 // The repair functions of the baseline (docs/DBA.md, "Repairs"):
 // what they change, what they refuse, and that nothing else moves.
@@ -14,6 +14,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // repairRow is what a repair may change of a segment and its partition.
@@ -56,10 +57,10 @@ func requirePgError(t *testing.T, err error, code string, parts ...string) {
 func TestSetSegmentStateFunction(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := newPool(t, pgtest.NewDatabase(t), 0, false)
-	m := newManager(t, pool)
-	tp := testTP(0)
-	started := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	pool := rstest.NewPool(t, pgtest.NewDatabase(t), 0, false)
+	m := rstest.NewManager(t, pool)
+	tp := rstest.TP(0)
+	started := rstest.Segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, started))
 	before := readRepairRow(t, pool, started)
 	require.Nil(t, before.EpochEnd)
@@ -118,10 +119,10 @@ func TestSetSegmentStateFunction(t *testing.T) {
 func TestSetPartitionDeleteStateFunction(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := newPool(t, pgtest.NewDatabase(t), 0, false)
-	m := newManager(t, pool)
-	tp := testTP(3)
-	writeFinished(t, m, tp, 0, 99)
+	pool := rstest.NewPool(t, pgtest.NewDatabase(t), 0, false)
+	m := rstest.NewManager(t, pool)
+	tp := rstest.TP(3)
+	rstest.WriteFinished(t, m, tp, 0, 99)
 	partition := func() (version int64, state *int16, broker *int32) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT version, delete_state, delete_broker_id FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2`,
 			tp.TopicID, tp.Partition).Scan(&version, &state, &broker))
@@ -148,7 +149,7 @@ func TestSetPartitionDeleteStateFunction(t *testing.T) {
 	require.Equal(t, int16(0), *state)
 	require.Equal(t, int32(4), *broker)
 	// The library sees the record: adds are refused.
-	err = m.AddRemoteLogSegmentMetadata(ctx, segment(tp, 100, 199, map[rs.LeaderEpoch]int64{0: 100}))
+	err = m.AddRemoteLogSegmentMetadata(ctx, rstest.Segment(tp, 100, 199, map[rs.LeaderEpoch]int64{0: 100}))
 	require.Error(t, err)
 }
 
@@ -157,7 +158,7 @@ func TestSetPartitionDeleteStateFunction(t *testing.T) {
 func TestResyncFunction(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := newPool(t, pgtest.NewDatabase(t), 0, false)
+	pool := rstest.NewPool(t, pgtest.NewDatabase(t), 0, false)
 	var before, after int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(max(generation), 0) FROM rlmm_data_generation`).Scan(&before))
 	require.NoError(t, pool.QueryRow(ctx, `SELECT rlmm_resync()`).Scan(&after))
@@ -172,15 +173,15 @@ func ptr[T any](v T) *T { return &v }
 func TestPurgeFunction(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := newPool(t, pgtest.NewDatabase(t), 0, false)
-	m := newManager(t, pool)
-	live, deleted := testTP(0), testTP(1)
-	kept := writeFinished(t, m, live, 0, 99)
-	gone := writeFinished(t, m, live, 100, 199)
+	pool := rstest.NewPool(t, pgtest.NewDatabase(t), 0, false)
+	m := rstest.NewManager(t, pool)
+	live, deleted := rstest.TP(0), rstest.TP(1)
+	kept := rstest.WriteFinished(t, m, live, 0, 99)
+	gone := rstest.WriteFinished(t, m, live, 100, 199)
 	for _, st := range []rs.RemoteLogSegmentState{rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
-		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(gone, st)))
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(gone, st)))
 	}
-	writeFinished(t, m, deleted, 0, 99)
+	rstest.WriteFinished(t, m, deleted, 0, 99)
 	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
 		require.NoError(t, m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleted, State: st}))
 	}
@@ -204,7 +205,7 @@ func TestPurgeFunction(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{kept.SegmentID.ID.String()}, segments)
 	// The deleted partition takes adds again.
-	writeFinished(t, m, deleted, 500, 599)
+	rstest.WriteFinished(t, m, deleted, 500, 599)
 
 	for _, sql := range []string{`SELECT rlmm_purge('-1 second')`, `SELECT rlmm_purge('0', 0)`, `SELECT rlmm_purge(NULL)`} {
 		_, err := pool.Exec(ctx, sql)

@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 import (
 	"encoding/json"
@@ -19,6 +19,7 @@ import (
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/plancheck"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // Every rule of a row is a CHECK constraint of its table: a DBA's write
@@ -343,11 +344,11 @@ ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false);`)
 	m, err := rs.NewPgManager(ctx, pool)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
-	tp := testTP(0)
+	tp := rstest.TP(0)
 	for i := range int64(300) {
-		s := segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
+		s := rstest.Segment(tp, i*100, i*100+99, map[rs.LeaderEpoch]int64{0: i * 100})
 		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
-		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 	}
 	for _, k := range fks {
 		t.Run("full/"+k.name, func(t *testing.T) { check(t, k) })

@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 )
 
 // requireFKError checks that err is PostgreSQL's foreign_key_violation.
@@ -75,9 +76,9 @@ func TestEpochRowsKeepTheirSegment(t *testing.T) {
 func TestEpochRowCopiesAnswerAsTheSegment(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := newPool(t, pgtest.NewDatabase(t), 0, false)
-	m := newManager(t, pool)
-	tp := testTP(0)
+	pool := rstest.NewPool(t, pgtest.NewDatabase(t), 0, false)
+	m := rstest.NewManager(t, pool)
+	tp := rstest.TP(0)
 	// Segments of 100 offsets with distinct sizes and timestamps, epoch 0
 	// then 1; segment 5 carries both; segment 7 stays COPY_SEGMENT_STARTED.
 	var segments []rs.RemoteLogSegmentMetadata
@@ -89,7 +90,7 @@ func TestEpochRowCopiesAnswerAsTheSegment(t *testing.T) {
 		case i > 5:
 			epochs = map[rs.LeaderEpoch]int64{1: i * 100}
 		}
-		s := segment(tp, i*100, i*100+99, epochs)
+		s := rstest.Segment(tp, i*100, i*100+99, epochs)
 		s.SegmentSizeInBytes = int32(1000 + i)
 		s.MaxTimestampMs = 10_000 + 10*i
 		segments = append(segments, s)
@@ -98,7 +99,7 @@ func TestEpochRowCopiesAnswerAsTheSegment(t *testing.T) {
 		for i, s := range segments {
 			require.NoError(t, w.AddRemoteLogSegmentMetadata(ctx, s))
 			if i != 7 {
-				require.NoError(t, w.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+				require.NoError(t, w.UpdateRemoteLogSegmentMetadata(ctx, rstest.Update(s, rs.CopySegmentFinished)))
 			}
 		}
 	}

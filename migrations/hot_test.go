@@ -1,4 +1,4 @@
-package remotestorage_test
+package migrations_test
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/pgtest"
+	"github.com/krabka/remotestorage/internal/rstest"
 	"github.com/krabka/remotestorage/internal/testwait"
 )
 
@@ -22,15 +23,15 @@ func TestPartitionRowUpdatesAreHOT(t *testing.T) {
 	require.NoError(t, err)
 	m, err := rs.NewPgManager(t.Context(), pool)
 	require.NoError(t, err)
-	tp := testTP(0)
+	tp := rstest.TP(0)
 	const segments = 50
 	for i := range int64(segments) {
-		writeFinished(t, m, tp, i*100, i*100+99)
+		rstest.WriteFinished(t, m, tp, i*100, i*100+99)
 	}
 	m.Close()
 	pool.Close() // the backends flush their statistics as they exit
 
-	admin := newPool(t, dsn, 0, false)
+	admin := rstest.NewPool(t, dsn, 0, false)
 	var updates, hot int64
 	testwait.Until(t, "the writers' statistics reach pg_stat_user_tables", func() bool {
 		require.NoError(t, admin.QueryRow(t.Context(),
