@@ -4,7 +4,8 @@ package remotestorage
 // manager never restates them: it passes AllowedSegmentFromStates (and its
 // partition-delete twin) as the $allowed parameter of its conditional UPDATEs.
 // The database's repair functions read a copy (rlmm_segment_transitions and
-// rlmm_partition_delete_transitions); guard_test.go fails when it drifts.
+// rlmm_partition_delete_transitions); migrations/guard_test.go fails when it
+// drifts.
 
 // segmentTransitions lists, for each from-state, the states it may move to.
 // A self-transition is an idempotent retry. Nothing moves to
