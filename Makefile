@@ -264,7 +264,7 @@ PG_IMAGE_ALIAS := localhost/remotestorage-postgres:15
 # The tests of the container route: the conformance suites (with the
 # randomized model test), the racing brokers, and pgtest's own.
 TEST_CONTAINER_RUN ?= ^(Test.*Conformance|Test.*Brokers.*|TestRefusalNamesTheStateAfterTheLock|TestServer|TestRouteErrors|TestParallelTestsGetDifferentMigratedDatabases|TestWritesAreIsolated|TestDatabaseIsDroppedAtCleanup)$$
-TEST_CONTAINER_PKGS ?= . ./internal/pgtest
+TEST_CONTAINER_PKGS ?= . ./migrations ./internal/pgtest
 # The root package's share took 503 s under a load average of 30 on 2 cores.
 TEST_CONTAINER_FLAGS ?= -race -count=1 -timeout 20m
 # go test -v without the RUN/PAUSE/CONT lines and the subtests' PASS lines:

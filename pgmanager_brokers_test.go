@@ -14,7 +14,7 @@ import (
 
 // brokersFunc returns n managers, each over its own pool, sharing one
 // database, and a pool for reading the tables. The races run with managers
-// straight on the server (brokers) and through PgBouncer (pgbouncer_test.go).
+// straight on the server (brokers) and through PgBouncer (pgmanager_pgbouncer_test.go).
 type brokersFunc func(t *testing.T, n int) ([]*rs.PgManager, *pgxpool.Pool)
 
 // brokers is a brokersFunc on a new database of the test server.

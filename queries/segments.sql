@@ -1,6 +1,6 @@
 -- The statements on segments. Each leaves the planner one reasonable plan
 -- whatever its statistics say (a table never analyzed, or analyzed when it
--- was 100 times smaller: plan_test.go measures all three states):
+-- was 100 times smaller: pgmanager_plan_test.go measures all three states):
 --   - a segment is fetched by its id, with the partition check hidden from
 --     index matching: "seg.segment_id = X AND (seg.topic_id = T AND
 --     seg.partition = P) IS TRUE". Only rlmm_segments_segment_id_key can

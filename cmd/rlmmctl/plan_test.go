@@ -17,7 +17,7 @@ import (
 	"github.com/krabka/remotestorage/internal/plancheck"
 )
 
-// The plan test of rlmmctl's own statements (queries/), as plan_test.go at
+// The plan test of rlmmctl's own statements (queries/), as pgmanager_plan_test.go at
 // the module root checks the library's: under every statistics state
 // (plancheck.States), at two sizes 100× apart. What grows is the rest of
 // the store (other topics); the topic the commands look at stays the same.

@@ -1,7 +1,7 @@
 // Package plancheck is the plan tests' instrument: it explains a statement
 // as PostgreSQL runs it and says how many buffers it touched, so that a test
 // can check that the cost does not grow with the data, whatever the planner
-// knows of it. The library's plan test (plan_test.go at the module root) and
+// knows of it. The library's plan test (pgmanager_plan_test.go at the module root) and
 // rlmmctl's (cmd/rlmmctl) use it.
 //
 // A plan test measures each statement under every statistics State, at two

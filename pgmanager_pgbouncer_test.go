@@ -3,7 +3,7 @@ package remotestorage_test
 // The library behind a real PgBouncer (Debian's package, 1.18) in
 // transaction pooling mode, in front of the test server: the multi-broker
 // races, the cache, and Migrate here; the conformance suite (with its
-// randomized model-based test) in conformance_test.go. The pool's DSN carries pgtest.BouncerDSNSettings
+// randomized model-based test) in manager_test.go. The pool's DSN carries pgtest.BouncerDSNSettings
 // (default_query_exec_mode=exec); docs/OPERATIONS.md says why.
 
 import (

@@ -1,9 +1,9 @@
 package remotestorage_test
 
-// conformance_test.go: every run of the conformance suite (rlmmtest.Run) on
+// manager_test.go: every run of the conformance suite (rlmmtest.Run) on
 // the package's managers, in each of their configurations. The helpers of
 // the cached and PgBouncer runs live beside the tests of those features
-// (pgcache_test.go, pgbouncer_test.go).
+// (pgcache_test.go, pgmanager_pgbouncer_test.go).
 
 import (
 	"context"
