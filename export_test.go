@@ -81,6 +81,13 @@ func (m *PgManager) PartitionLoadForTest(ctx context.Context, tp TopicIDPartitio
 	return len(rows), err
 }
 
+// EpochEndsLoadForTest sends the cache's read of tp's epoch ends that a
+// load makes, and returns how many epochs it read.
+func (m *PgManager) EpochEndsLoadForTest(ctx context.Context, tp TopicIDPartition) (int, error) {
+	rows, err := m.queries.EpochEndsLoad(ctx, m.pool, db.EpochEndsLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	return len(rows), err
+}
+
 // PartitionCatchUpForTest sends the cache's one-statement catch-up of tp
 // after version, and returns how many segments it brought.
 func (m *PgManager) PartitionCatchUpForTest(ctx context.Context, tp TopicIDPartition, after int64) (int, error) {

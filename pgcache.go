@@ -292,7 +292,11 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	}
 	p := cp.data
 	for _, r := range read.segments {
-		p.put(memSegmentFromRow(r, p.tp))
+		s := memSegmentFromRow(r, p.tp)
+		p.put(s)
+		if s.finishedVersion > 0 {
+			p.raiseEpochEnds(s) // EpochEndOffset counts every segment that finished
+		}
 	}
 	applyEpochEnds(p, read.epochEnds)
 	partition := read.partition
@@ -330,12 +334,13 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 
 // changes is what a load or a catch-up read, in one snapshot: the
 // partition row, the segments written after the cached version (a load:
-// the live ones), and the epoch ends raised after it.
+// the live ones), and, for a load, the epoch ends of the segments it does
+// not hold (a catch-up is given every segment that finished since).
 type changes struct {
 	partition  db.RlmmPartition
 	generation int64 // the data's (rlmm_data_generation)
 	segments   []db.RlmmSegment
-	epochEnds  []db.EpochEndsChangedRow
+	epochEnds  []db.EpochEndsLoadRow
 }
 
 // readChanges reads the partition's changes after version after (0: a
@@ -360,9 +365,6 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 			}
 			for _, r := range rows {
 				read.segments = append(read.segments, r.RlmmSegment)
-			}
-			for i, e := range rows[0].EndEpochs {
-				read.epochEnds = append(read.epochEnds, db.EpochEndsChangedRow{Epoch: e, EndOffset: rows[0].EndOffsets[i]})
 			}
 			return read, nil
 		}
@@ -393,6 +395,9 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 		for _, r := range live {
 			read.segments = append(read.segments, r.RlmmSegment)
 		}
+		if err == nil {
+			read.epochEnds, err = c.readEpochEnds(ctx, tx, tp) // EpochEndOffset outlives deleted segments
+		}
 	} else {
 		var rows []db.PartitionChangesRow
 		rows, err = c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
@@ -402,10 +407,6 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 			read.segments = append(read.segments, r.RlmmSegment)
 		}
 	}
-	if err != nil {
-		return changes{}, err
-	}
-	read.epochEnds, err = c.readEpochEnds(ctx, tx, tp, after) // EpochEndOffset outlives deleted segments
 	if err != nil {
 		return changes{}, err
 	}

@@ -193,6 +193,19 @@ func TestCacheHonestThroughDBARepairs(t *testing.T) {
 			require.NoError(t, admin.QueryRow(ctx, `SELECT rlmm_purge(interval '0')`).Scan(&purged))
 			require.Equal(t, int64(1), purged)
 		}},
+		{"purge the segment that ends its epoch", func(t *testing.T, admin *pgxpool.Pool, a *rs.PgManager, f dbaFollowers, tp rs.TopicIDPartition, segs []rs.RemoteLogSegmentMetadata) {
+			// Its epoch rows go: EpochEndOffset keeps its end from
+			// rlmm_epoch_ends, in the database and in a cache that reloads.
+			ctx := t.Context()
+			require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, update(segs[2], rs.DeleteSegmentStarted)))
+			require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, update(segs[2], rs.DeleteSegmentFinished)))
+			var purged int64
+			require.NoError(t, admin.QueryRow(ctx, `SELECT rlmm_purge(interval '0')`).Scan(&purged))
+			require.Equal(t, int64(1), purged)
+			end, ok, err := a.EpochEndOffset(ctx, tp, 0)
+			require.NoError(t, err)
+			require.Equal(t, [2]any{int64(299), true}, [2]any{end, ok}, "EpochEndOffset of the purged segment's epoch")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -365,3 +365,63 @@ func TestCacheWriteWhileLoading(t *testing.T) {
 	require.Equal(t, s.SegmentID, got.SegmentID)
 	waitCaughtUp(t, b, tp)
 }
+
+// TestCacheEpochEndsOfSegmentsItNeverHeld: no write stores an epoch's end,
+// so a cache takes them from the segments it is given. One that loads a
+// partition after the segment that ends an epoch was forgotten (its rows
+// still stored) and after another was purged (its end kept in
+// rlmm_epoch_ends), and one that catches up on a finish written by another
+// broker, answer EpochEndOffset as the database does.
+func TestCacheEpochEndsOfSegmentsItNeverHeld(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	a := newCachedManager(t, dsn) // the writer, caching nothing: the database's answers
+	tp := testTP(0)
+	purged := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0, 1: 50})
+	forgotten := segment(tp, 100, 199, map[rs.LeaderEpoch]int64{1: 100, 2: 150})
+	for _, s := range []rs.RemoteLogSegmentMetadata{purged, forgotten} {
+		require.NoError(t, a.AddRemoteLogSegmentMetadata(ctx, s))
+		for _, st := range []rs.RemoteLogSegmentState{rs.CopySegmentFinished, rs.DeleteSegmentStarted, rs.DeleteSegmentFinished} {
+			require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, update(s, st)))
+		}
+		if s.SegmentID == purged.SegmentID {
+			n, err := a.PurgeForgotten(ctx, 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), n)
+		}
+	}
+	finish := func(start, end int64) {
+		t.Helper()
+		s := segment(tp, start, end, map[rs.LeaderEpoch]int64{2: start})
+		require.NoError(t, a.AddRemoteLogSegmentMetadata(ctx, s))
+		require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
+	}
+	finish(200, 299)
+	// Epoch 0's end only the purged segment gave, epoch 1's only the
+	// forgotten one.
+	want := map[rs.LeaderEpoch]int64{0: 49, 1: 149, 2: 299}
+
+	b := newCachedManager(t, dsn)
+	require.NoError(t, b.OnPartitionLeadershipChanges(ctx, nil, []rs.TopicIDPartition{tp}))
+	waitLoaded(t, b, tp)
+	waitCaughtUp(t, b, tp)
+	requireEnds := func(m *rs.PgManager, want map[rs.LeaderEpoch]int64) {
+		t.Helper()
+		for e := rs.LeaderEpoch(0); e < 4; e++ {
+			end, ok, err := m.EpochEndOffset(ctx, tp, e)
+			require.NoError(t, err)
+			w, wantOK := want[e]
+			require.Equal(t, [2]any{w, wantOK}, [2]any{end, ok}, "EpochEndOffset(%d)", e)
+		}
+	}
+	requireEnds(a, want)
+	requireEnds(b, want)
+
+	// A finish by a, which b learns by catching up.
+	finish(300, 399)
+	want[2] = 399
+	waitCaughtUp(t, b, tp)
+	requireEnds(a, want)
+	requireEnds(b, want)
+}

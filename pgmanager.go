@@ -173,6 +173,7 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 		params.Epochs[i], params.EpochFirstOffsets[i], params.EpochLastOffsets[i] = int32(e), first, last
 		params.MaxEpochSpan = max(params.MaxEpochSpan, last-first)
 	}
+	params.MaxSegmentSpan = s.EndOffset - s.StartOffset
 	added := func(version int64) {
 		m.committed(s.SegmentID.TopicIDPartition, version, func(p *memPartition) {
 			p.put(newMemSegment(s.clone(), version, 0, version))
@@ -223,7 +224,7 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 		m.committed(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) {
 			p.put(s)
 			if u.State == CopySegmentFinished {
-				p.raiseEpochEnds(s) // as SegmentUpdate's epoch_ends CTE
+				p.raiseEpochEnds(s) // as EpochEndOffset counts the finished segments
 			}
 		})
 	}
@@ -528,8 +529,9 @@ func (m *PgManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPart
 // brokers whose copy task resumes from it: the largest offset o such that the
 // range of epoch in some segment that reached COPY_SEGMENT_FINISHED contains
 // o. Segments deleted since still count (deletes never lower it);
-// DELETE_PARTITION_FINISHED forgets it. None: (0, false, nil). One
-// primary-key read of the epoch's high-water mark (rlmm_epoch_ends).
+// DELETE_PARTITION_FINISHED forgets it. None: (0, false, nil). One index
+// descent to the largest end among the finished epoch rows, and a
+// primary-key read of the purged segments' (rlmm_epoch_ends).
 func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
 	var end int64
 	var found bool
@@ -543,16 +545,15 @@ func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epo
 	}, "end offset of epoch %d in %s", epoch, tp)
 }
 
-// readEpochEnds reads, in the catch-up's snapshot tx, the partition's epoch
-// ends raised after version after (pgCache.catchUp).
-func (c *pgCache) readEpochEnds(ctx context.Context, tx pgx.Tx, tp TopicIDPartition, after int64) ([]db.EpochEndsChangedRow, error) {
-	return c.m.queries.EpochEndsChanged(ctx, tx, db.EpochEndsChangedParams{
-		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after,
-	})
+// readEpochEnds reads, in a load's snapshot tx, the partition's epoch ends
+// that its live segments do not give: the purged and the forgotten
+// segments' (pgCache.readChanges).
+func (c *pgCache) readEpochEnds(ctx context.Context, tx pgx.Tx, tp TopicIDPartition) ([]db.EpochEndsLoadRow, error) {
+	return c.m.queries.EpochEndsLoad(ctx, tx, db.EpochEndsLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 }
 
 // applyEpochEnds raises the cached partition's epoch ends to rows.
-func applyEpochEnds(p *memPartition, rows []db.EpochEndsChangedRow) {
+func applyEpochEnds(p *memPartition, rows []db.EpochEndsLoadRow) {
 	for _, r := range rows {
 		p.raiseEpochEnd(LeaderEpoch(r.Epoch), r.EndOffset)
 	}

@@ -164,6 +164,13 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 			_, err := m.PartitionChangesForTest(ctx, tp, version-1)
 			return err
 		}},
+		{name: "cache load's epoch ends", run: func() error {
+			n, err := m.EpochEndsLoadForTest(ctx, tp)
+			if err == nil && n != 2 {
+				return fmt.Errorf("the load read the ends of %d epochs, want 2", n)
+			}
+			return err
+		}},
 		{name: "cache catch-up, one statement", run: func() error {
 			n, err := m.PartitionCatchUpForTest(ctx, tp, version-1)
 			if err == nil && n == 0 {
@@ -278,15 +285,15 @@ FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
 WHERE s.topic_id = $1::uuid
 ON CONFLICT DO NOTHING`, topicID)
 	require.NoError(t, err)
-	// The epoch ends, as the COPY_SEGMENT_FINISHED statements raise them.
+	// The epoch ends of purged segments, below the stored rows' in each
+	// epoch, as rlmm_purge_round folds them in.
 	_, err = pool.Exec(ctx, `
-INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset), max(e.segment_end_offset - e.segment_start_offset), max(e.last_version)
+INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset)
+SELECT e.topic_id, e.partition, e.epoch, min(e.first_offset)
 FROM rlmm_segment_epochs e
 WHERE e.topic_id = $1::uuid AND e.finished_version IS NOT NULL
 GROUP BY e.topic_id, e.partition, e.epoch
-ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-SET end_offset = greatest(ee.end_offset, excluded.end_offset), max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span)`, topicID)
+ON CONFLICT (topic_id, partition, epoch) DO NOTHING`, topicID)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `
 UPDATE rlmm_partitions p SET version = (SELECT max(last_version) FROM rlmm_segments s WHERE s.topic_id = p.topic_id AND s.partition = p.partition)

@@ -71,7 +71,20 @@ BEGIN
         USING candidates c, locked_partitions lp
         WHERE lp.topic_id = c.topic_id AND lp.partition = c.partition
           AND s.segment_id = c.segment_id AND (s.topic_id = c.topic_id AND s.partition = c.partition) IS TRUE
-        RETURNING s.topic_id, s.partition, s.last_version
+        RETURNING s.topic_id, s.partition, s.segment_id, s.last_version
+    ), folded AS (
+        -- EpochEndOffset outlives the segments: the ranges of those that
+        -- had finished go into rlmm_epoch_ends. The statement's snapshot
+        -- still holds their epoch rows (the foreign key deletes them after).
+        INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset)
+        SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset)
+        FROM deleted d
+        JOIN rlmm_segment_epochs e ON e.segment_id = d.segment_id
+        WHERE e.finished_version IS NOT NULL
+        GROUP BY e.topic_id, e.partition, e.epoch
+        ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+        SET end_offset = excluded.end_offset
+        WHERE excluded.end_offset > ee.end_offset
     ), marked AS (
         UPDATE rlmm_partitions p
         SET vanished_version = greatest(p.vanished_version, d.last_version)
@@ -125,6 +138,7 @@ BEGIN
             delete_broker_id = NULL,
             delete_event_timestamp_ms = NULL,
             max_epoch_span = 0,
+            max_segment_span = 0,
             updated_at = now()
         FROM (SELECT q.topic_id, q.partition
               FROM rlmm_partitions q
@@ -331,19 +345,6 @@ BEGIN
         finished_version = CASE WHEN target = 1 THEN coalesce(seg.finished_version, new_version) ELSE seg.finished_version END,
         last_version = new_version
     WHERE e.topic_id = seg.topic_id AND e.partition = seg.partition AND e.segment_id = seg.segment_id;
-    IF target = 1 THEN
-        -- COPY_SEGMENT_FINISHED raises the partition's epoch ends, as the
-        -- library's SegmentUpdate does; nothing lowers them.
-        INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-        SELECT e.topic_id, e.partition, e.epoch, e.last_offset, e.segment_end_offset - e.segment_start_offset, new_version
-        FROM rlmm_segment_epochs e
-        WHERE e.topic_id = seg.topic_id AND e.partition = seg.partition AND e.segment_id = seg.segment_id
-        ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-        SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-            max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-            raised_version = excluded.raised_version
-        WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span;
-    END IF;
     PERFORM pg_notify('rlmm_changes', seg.topic_id::text || '/' || seg.partition || '/' || new_version);
     RETURN new_version;
 END
@@ -351,7 +352,7 @@ $$;
 
 -- Name: FUNCTION rlmm_set_segment_state(segment_id uuid, state text, broker_id integer, event_timestamp_ms bigint); Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON FUNCTION public.rlmm_set_segment_state(segment_id uuid, state text, broker_id integer, event_timestamp_ms bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (partition version, epoch rows, epoch ends, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
+COMMENT ON FUNCTION public.rlmm_set_segment_state(segment_id uuid, state text, broker_id integer, event_timestamp_ms bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (partition version, epoch rows, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
 
 -- Name: rlmm_state_guard(); Type: FUNCTION; Schema: public; Owner: -
 
@@ -412,14 +413,12 @@ CREATE TABLE public.rlmm_epoch_ends (
     partition integer NOT NULL,
     epoch integer NOT NULL,
     end_offset bigint NOT NULL,
-    max_segment_span bigint NOT NULL,
-    raised_version bigint NOT NULL,
-    CONSTRAINT rlmm_epoch_ends_values_check CHECK (((epoch >= 0) AND (end_offset >= 0) AND (max_segment_span >= 0)))
+    CONSTRAINT rlmm_epoch_ends_values_check CHECK (((epoch >= 0) AND (end_offset >= 0)))
 );
 
 -- Name: TABLE rlmm_epoch_ends; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON TABLE public.rlmm_epoch_ends IS 'Per partition and leader epoch, the largest end offset of a range of that epoch in a segment that ever finished copying (EpochEndOffset) and the longest such segment (FirstSegmentForTimestamp''s bound). Raised by every COPY_SEGMENT_FINISHED, never lowered; taken by the purge of the partition''s delete.';
+COMMENT ON TABLE public.rlmm_epoch_ends IS 'Per partition and leader epoch, the largest end offset of the epoch''s range in a segment that had finished copying and that rlmm_purge_round has since deleted. EpochEndOffset answers the greater of it and the finished epoch rows still stored (rlmm_segment_epochs_ends_idx). Raised only by the purge, never lowered; taken by the purge of the partition''s delete.';
 
 -- Name: COLUMN rlmm_epoch_ends.topic_id; Type: COMMENT; Schema: public; Owner: -
 
@@ -435,15 +434,7 @@ COMMENT ON COLUMN public.rlmm_epoch_ends.epoch IS 'Leader epoch.';
 
 -- Name: COLUMN rlmm_epoch_ends.end_offset; Type: COMMENT; Schema: public; Owner: -
 
-COMMENT ON COLUMN public.rlmm_epoch_ends.end_offset IS 'Largest last_offset of the epoch''s range in any segment that reached COPY_SEGMENT_FINISHED (deleted since or not): what EpochEndOffset answers.';
-
--- Name: COLUMN rlmm_epoch_ends.max_segment_span; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_epoch_ends.max_segment_span IS 'Largest end_offset - start_offset of a segment carrying the epoch that reached COPY_SEGMENT_FINISHED: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
-
--- Name: COLUMN rlmm_epoch_ends.raised_version; Type: COMMENT; Schema: public; Owner: -
-
-COMMENT ON COLUMN public.rlmm_epoch_ends.raised_version IS 'Partition version of the write that last raised the row: the change feed.';
+COMMENT ON COLUMN public.rlmm_epoch_ends.end_offset IS 'Largest last_offset of the epoch''s range in a purged segment that had reached COPY_SEGMENT_FINISHED.';
 
 -- Name: rlmm_partition_delete_states; Type: TABLE; Schema: public; Owner: -
 
@@ -491,13 +482,14 @@ CREATE TABLE public.rlmm_partitions (
     topic text NOT NULL,
     version bigint DEFAULT 0 NOT NULL,
     max_epoch_span bigint DEFAULT 0 NOT NULL,
+    max_segment_span bigint DEFAULT 0 NOT NULL,
     delete_state smallint,
     delete_broker_id integer,
     delete_event_timestamp_ms bigint,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     vanished_version bigint DEFAULT 0 NOT NULL,
-    CONSTRAINT rlmm_partitions_counters_check CHECK (((version >= 0) AND (max_epoch_span >= 0) AND (vanished_version >= 0))),
+    CONSTRAINT rlmm_partitions_counters_check CHECK (((version >= 0) AND (max_epoch_span >= 0) AND (max_segment_span >= 0) AND (vanished_version >= 0))),
     CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((((delete_state IS NULL) = (delete_broker_id IS NULL)) AND ((delete_state IS NULL) = (delete_event_timestamp_ms IS NULL)))),
     CONSTRAINT rlmm_partitions_delete_state_check CHECK ((delete_state = ANY (ARRAY[0, 1, 2]))),
     CONSTRAINT rlmm_partitions_partition_check CHECK ((partition >= 0)),
@@ -528,6 +520,10 @@ COMMENT ON COLUMN public.rlmm_partitions.version IS 'Committed position of the p
 -- Name: COLUMN rlmm_partitions.max_epoch_span; Type: COMMENT; Schema: public; Owner: -
 
 COMMENT ON COLUMN public.rlmm_partitions.max_epoch_span IS 'Largest last_offset - first_offset of any epoch range ever added: bounds how far back from an offset a lookup scans.';
+
+-- Name: COLUMN rlmm_partitions.max_segment_span; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON COLUMN public.rlmm_partitions.max_segment_span IS 'Largest end_offset - start_offset of any segment ever added: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
 
 -- Name: COLUMN rlmm_partitions.delete_state; Type: COMMENT; Schema: public; Owner: -
 
@@ -1283,6 +1279,14 @@ CREATE INDEX rlmm_partitions_deleting_idx ON public.rlmm_partitions USING btree 
 -- Name: rlmm_partitions_topic_idx; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX rlmm_partitions_topic_idx ON public.rlmm_partitions USING btree (topic, partition);
+
+-- Name: rlmm_segment_epochs_ends_idx; Type: INDEX; Schema: public; Owner: -
+
+CREATE INDEX rlmm_segment_epochs_ends_idx ON public.rlmm_segment_epochs USING btree (topic_id, partition, epoch, last_offset) WHERE (finished_version IS NOT NULL);
+
+-- Name: INDEX rlmm_segment_epochs_ends_idx; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON INDEX public.rlmm_segment_epochs_ends_idx IS 'The ranges of segments that ever finished copying, by epoch and end: EpochEndOffset reads the largest in one descent.';
 
 -- Name: rlmm_segment_epochs_highest_idx; Type: INDEX; Schema: public; Owner: -
 

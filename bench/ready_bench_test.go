@@ -40,8 +40,8 @@ func BenchmarkCacheReady1M(b *testing.B) {
 	b.Cleanup(admin.Close)
 	topic := uuid.New()
 	for _, sql := range []string{`
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
-SELECT $1, p, 'ready', 2 * $3::int, 99 FROM generate_series(0, $2::int - 1) p`, `
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span, max_segment_span)
+SELECT $1, p, 'ready', 2 * $3::int, 99, 99 FROM generate_series(0, $2::int - 1) p`, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
     added_version, finished_version, last_version)
@@ -51,10 +51,7 @@ FROM generate_series(0, $2::int - 1) p, generate_series(0, $3::int - 1) i`, `
 INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
     segment_start_offset, segment_end_offset, added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms)
 SELECT topic_id, partition, segment_id, epochs[1], start_offset, end_offset, state, start_offset, end_offset,
-    added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms FROM rlmm_segments WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0`, `
-INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-SELECT topic_id, partition, epoch, max(last_offset), 99, max(last_version) FROM rlmm_segment_epochs
-WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0 GROUP BY topic_id, partition, epoch`,
+    added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms FROM rlmm_segments WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0`,
 	} {
 		_, err := admin.Exec(ctx, sql, topic, partitions, perPartition)
 		require.NoError(b, err)

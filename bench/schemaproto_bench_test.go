@@ -520,7 +520,7 @@ const oneCheckPerTable = dropChecks + `
 ALTER TABLE rlmm_partitions ADD CONSTRAINT rlmm_partitions_check CHECK (partition >= 0
     AND length(topic) BETWEEN 1 AND 249 AND topic NOT IN ('.', '..')
     AND ltrim(topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = ''
-    AND version >= 0 AND max_epoch_span >= 0 AND vanished_version >= 0
+    AND version >= 0 AND max_epoch_span >= 0 AND max_segment_span >= 0 AND vanished_version >= 0
     AND (delete_state IS NULL OR delete_state IN (0, 1, 2))
     AND (delete_state IS NULL) = (delete_broker_id IS NULL) AND (delete_state IS NULL) = (delete_event_timestamp_ms IS NULL));
 ALTER TABLE rlmm_segments ADD CONSTRAINT rlmm_segments_check CHECK (state IN (0, 1, 2, 3)
@@ -533,7 +533,7 @@ ALTER TABLE rlmm_segments ADD CONSTRAINT rlmm_segments_check CHECK (state IN (0,
 ALTER TABLE rlmm_segment_epochs ADD CONSTRAINT rlmm_segment_epochs_check CHECK (epoch >= 0
     AND state IN (0, 1, 2, 3) AND (state <> 1 OR finished_version IS NOT NULL)
     AND segment_start_offset <= first_offset AND first_offset <= last_offset AND last_offset <= segment_end_offset);
-ALTER TABLE rlmm_epoch_ends ADD CONSTRAINT rlmm_epoch_ends_check CHECK (epoch >= 0 AND end_offset >= 0 AND max_segment_span >= 0);`
+ALTER TABLE rlmm_epoch_ends ADD CONSTRAINT rlmm_epoch_ends_check CHECK (epoch >= 0 AND end_offset >= 0);`
 
 func BenchmarkSchemaProtoCPU(b *testing.B) {
 	raw := `

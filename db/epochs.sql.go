@@ -12,9 +12,17 @@ import (
 )
 
 const epochEndOffset = `-- name: EpochEndOffset :one
-SELECT ee.end_offset
-FROM rlmm_epoch_ends ee
-WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer
+SELECT ends.end_offset::bigint AS end_offset
+FROM (SELECT greatest(
+        (SELECT e.last_offset FROM rlmm_segment_epochs e
+         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
+           AND e.finished_version IS NOT NULL
+         ORDER BY e.last_offset DESC
+         LIMIT 1),
+        (SELECT ee.end_offset FROM rlmm_epoch_ends ee
+         WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
+     ) AS end_offset) AS ends
+WHERE ends.end_offset IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
 `
@@ -25,9 +33,12 @@ type EpochEndOffsetParams struct {
 	Epoch     int32
 }
 
-// Kafka's highest offset for @epoch: the high-water mark of the epoch's
-// range ends over the segments that reached COPY_SEGMENT_FINISHED. None once
-// the partition's delete finished.
+// Kafka's highest offset for @epoch: the largest end of the epoch's range in
+// a segment that reached COPY_SEGMENT_FINISHED, deleted since or not: the
+// greater of the finished epoch rows' (one backward descent of
+// rlmm_segment_epochs_ends_idx) and the purged segments'
+// (rlmm_epoch_ends, by primary key). No row: none such, or the partition's
+// delete finished.
 func (q *Queries) EpochEndOffset(ctx context.Context, db DBTX, arg EpochEndOffsetParams) (int64, error) {
 	row := db.QueryRow(ctx, epochEndOffset, arg.TopicID, arg.Partition, arg.Epoch)
 	var end_offset int64
@@ -35,35 +46,60 @@ func (q *Queries) EpochEndOffset(ctx context.Context, db DBTX, arg EpochEndOffse
 	return end_offset, err
 }
 
-const epochEndsChanged = `-- name: EpochEndsChanged :many
-SELECT ee.epoch, ee.end_offset
-FROM rlmm_epoch_ends ee
-WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer
-  AND ee.raised_version > $3::bigint
+const epochEndsLoad = `-- name: EpochEndsLoad :many
+WITH RECURSIVE epochs AS (
+    (SELECT e.epoch FROM rlmm_segment_epochs e
+     WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.finished_version IS NOT NULL
+     ORDER BY e.epoch LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.epoch FROM rlmm_segment_epochs e
+            WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.finished_version IS NOT NULL
+              AND e.epoch > epochs.epoch
+            ORDER BY e.epoch LIMIT 1)
+    FROM epochs
+    WHERE epochs.epoch IS NOT NULL
+)
+SELECT x.epoch::integer AS epoch, max(x.end_offset)::bigint AS end_offset
+FROM (
+    SELECT epochs.epoch,
+        (SELECT e.last_offset FROM rlmm_segment_epochs e
+         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.finished_version IS NOT NULL
+           AND e.epoch = epochs.epoch
+         ORDER BY e.last_offset DESC LIMIT 1) AS end_offset
+    FROM epochs
+    WHERE epochs.epoch IS NOT NULL
+    UNION ALL
+    SELECT ee.epoch, ee.end_offset FROM rlmm_epoch_ends ee
+    WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer
+) AS x
+GROUP BY x.epoch
 `
 
-type EpochEndsChangedParams struct {
-	TopicID      dbuuid.UUID
-	Partition    int32
-	AfterVersion int64
+type EpochEndsLoadParams struct {
+	TopicID   dbuuid.UUID
+	Partition int32
 }
 
-type EpochEndsChangedRow struct {
+type EpochEndsLoadRow struct {
 	Epoch     int32
 	EndOffset int64
 }
 
-// The partition's epoch ends raised after @after_version, for the cache's
-// catch-up (read in the same snapshot as PartitionChanges).
-func (q *Queries) EpochEndsChanged(ctx context.Context, db DBTX, arg EpochEndsChangedParams) ([]EpochEndsChangedRow, error) {
-	rows, err := db.Query(ctx, epochEndsChanged, arg.TopicID, arg.Partition, arg.AfterVersion)
+// A cache's load: EpochEndOffset of every epoch of the partition, read in
+// the load's snapshot (the cache raises them again from each finished
+// segment it holds; the forgotten and the purged ones it only learns
+// here). Two descents of rlmm_segment_epochs_ends_idx per epoch (the next
+// epoch, then its largest end: a skip scan, however many rows), and the
+// purged segments' rows of rlmm_epoch_ends.
+func (q *Queries) EpochEndsLoad(ctx context.Context, db DBTX, arg EpochEndsLoadParams) ([]EpochEndsLoadRow, error) {
+	rows, err := db.Query(ctx, epochEndsLoad, arg.TopicID, arg.Partition)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []EpochEndsChangedRow{}
+	items := []EpochEndsLoadRow{}
 	for rows.Next() {
-		var i EpochEndsChangedRow
+		var i EpochEndsLoadRow
 		if err := rows.Scan(&i.Epoch, &i.EndOffset); err != nil {
 			return nil, err
 		}
@@ -94,8 +130,8 @@ WHERE s.segment_id = (
       AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
       AND e.state <> 0 AND e.state <> 2 /* COPY_SEGMENT_FINISHED */
       AND e.segment_start_offset >= ($4::bigint) - (
-          SELECT ee.max_segment_span FROM rlmm_epoch_ends ee
-          WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
+          SELECT p.max_segment_span FROM rlmm_partitions p
+          WHERE p.topic_id = $1::uuid AND p.partition = $2::integer)
       AND e.segment_end_offset >= $4::bigint
       AND e.max_timestamp_ms >= $5::bigint
     ORDER BY e.segment_start_offset, e.added_version
@@ -132,18 +168,18 @@ type SegmentFirstForTimestampRow struct {
 	AddedVersion      int64
 }
 
-// FirstSegmentForTimestamp and EpochEndOffset. rlmm_epoch_ends is
-// raised by SegmentUpdate's epoch_ends CTE (queries/segments.sql) and by
-// rlmm_set_segment_state's COPY_SEGMENT_FINISHED.
+// FirstSegmentForTimestamp and EpochEndOffset. No write raises a
+// high-water mark: EpochEndOffset reads the finished epoch rows, and
+// rlmm_epoch_ends the ends of those rlmm_purge_round deleted.
 // The first finished segment carrying @epoch, in list order (start offset,
 // then added version), whose end offset >= @starting_offset and whose
 // max_timestamp_ms >= @timestamp_ms. A walk of the epoch's rows in
 // rlmm_segment_epochs_list_idx, which is in list order, filtered on the
 // copies each row carries (max_timestamp_ms), then the segment by its id,
-// from start offset @starting_offset - max_segment_span (rlmm_epoch_ends,
-// by primary key: no finished segment carrying the epoch is longer, so none
-// starting earlier reaches @starting_offset; no row: no finished segment
-// ever carried the epoch, and the walk is empty).
+// from start offset @starting_offset - max_segment_span (the partition row,
+// by primary key: no segment of the partition is longer, so none starting
+// earlier reaches @starting_offset; no row: no segment was ever added, and
+// the walk is empty).
 func (q *Queries) SegmentFirstForTimestamp(ctx context.Context, db DBTX, arg SegmentFirstForTimestampParams) (SegmentFirstForTimestampRow, error) {
 	row := db.QueryRow(ctx, segmentFirstForTimestamp,
 		arg.TopicID,

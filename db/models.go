@@ -19,7 +19,7 @@ type RlmmDataGeneration struct {
 	ChangedAt pgtype.Timestamptz
 }
 
-// Per partition and leader epoch, the largest end offset of a range of that epoch in a segment that ever finished copying (EpochEndOffset) and the longest such segment (FirstSegmentForTimestamp's bound). Raised by every COPY_SEGMENT_FINISHED, never lowered; taken by the purge of the partition's delete.
+// Per partition and leader epoch, the largest end offset of the epoch's range in a segment that had finished copying and that rlmm_purge_round has since deleted. EpochEndOffset answers the greater of it and the finished epoch rows still stored (rlmm_segment_epochs_ends_idx). Raised only by the purge, never lowered; taken by the purge of the partition's delete.
 type RlmmEpochEnd struct {
 	// Kafka topic id.
 	TopicID dbuuid.UUID
@@ -27,12 +27,8 @@ type RlmmEpochEnd struct {
 	Partition int32
 	// Leader epoch.
 	Epoch int32
-	// Largest last_offset of the epoch's range in any segment that reached COPY_SEGMENT_FINISHED (deleted since or not): what EpochEndOffset answers.
+	// Largest last_offset of the epoch's range in a purged segment that had reached COPY_SEGMENT_FINISHED.
 	EndOffset int64
-	// Largest end_offset - start_offset of a segment carrying the epoch that reached COPY_SEGMENT_FINISHED: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.
-	MaxSegmentSpan int64
-	// Partition version of the write that last raised the row: the change feed.
-	RaisedVersion int64
 }
 
 // One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version. Every write to the partition locks this row first.
@@ -47,6 +43,8 @@ type RlmmPartition struct {
 	Version int64
 	// Largest last_offset - first_offset of any epoch range ever added: bounds how far back from an offset a lookup scans.
 	MaxEpochSpan int64
+	// Largest end_offset - start_offset of any segment ever added: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.
+	MaxSegmentSpan int64
 	// NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).
 	DeleteState pgtype.Int2
 	// Broker that wrote the latest partition-delete record.

@@ -55,23 +55,14 @@ func (q *Queries) PartitionCacheVersion(ctx context.Context, db DBTX, arg Partit
 
 const partitionCatchUp = `-- name: PartitionCatchUp :many
 WITH head AS MATERIALIZED (
-    -- Read once, whatever the join order: the partition row by its key and
-    -- its raised epoch ends by the primary key's prefix.
-    SELECT p.version, p.delete_state, p.vanished_version, ee.epochs, ee.end_offsets,
+    -- Read once, whatever the join order: the partition row by its key.
+    SELECT p.version, p.delete_state, p.vanished_version,
         (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
     FROM rlmm_partitions p
-    CROSS JOIN LATERAL (
-        SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}')::integer[] AS epochs,
-            coalesce(array_agg(e.end_offset ORDER BY e.epoch), '{}')::bigint[] AS end_offsets
-        FROM rlmm_epoch_ends e
-        WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-          AND e.raised_version > $3::bigint
-    ) AS ee
     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
 )
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, head.version AS partition_version, head.delete_state AS partition_delete_state,
-    head.vanished_version AS partition_vanished_version, head.generation AS data_generation,
-    head.epochs AS end_epochs, head.end_offsets AS end_offsets
+    head.vanished_version AS partition_vanished_version, head.generation AS data_generation
 FROM head
 JOIN rlmm_segments s ON s.topic_id = $1::uuid AND s.partition = $2::integer
  AND s.last_version > $3::bigint
@@ -90,19 +81,18 @@ type PartitionCatchUpRow struct {
 	PartitionDeleteState     pgtype.Int2
 	PartitionVanishedVersion int64
 	DataGeneration           int64
-	EndEpochs                []int32
-	EndOffsets               []int64
 }
 
-// PartitionChanges, PartitionGet and EpochEndsChanged in one statement (one
-// statement, one snapshot: no transaction, one round trip), for the cache's
-// catch-up: each segment written after @after_version, with the partition's
-// version and delete state and the epoch ends raised after @after_version
-// repeated on every row (a catch-up brings a few rows). No row: no segment
-// changed; the cache then reads the three in one transaction, since the
-// partition row may have moved alone (a partition delete). The partition's
-// vanished_version and the data's generation tell the cache when rows
-// vanished that the feed cannot show (a DBA's DELETE or TRUNCATE).
+// PartitionChanges and PartitionGet in one statement (one statement, one
+// snapshot: no transaction, one round trip), for the cache's catch-up: each
+// segment written after @after_version, with the partition's version and
+// delete state repeated on every row (a catch-up brings a few rows). No
+// row: no segment changed; the cache then reads both in one transaction,
+// since the partition row may have moved alone (a partition delete). The
+// partition's vanished_version and the data's generation tell the cache when
+// rows vanished that the feed cannot show (a purge, a DBA's DELETE or
+// TRUNCATE). The epoch ends need no feed: the cache raises them from each
+// finished segment it is given.
 func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCatchUpParams) ([]PartitionCatchUpRow, error) {
 	rows, err := db.Query(ctx, partitionCatchUp, arg.TopicID, arg.Partition, arg.AfterVersion)
 	if err != nil {
@@ -137,8 +127,6 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 			&i.PartitionDeleteState,
 			&i.PartitionVanishedVersion,
 			&i.DataGeneration,
-			&i.EndEpochs,
-			&i.EndOffsets,
 		); err != nil {
 			return nil, err
 		}
@@ -294,7 +282,7 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 }
 
 const partitionGet = `-- name: PartitionGet :one
-SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version FROM rlmm_partitions
+SELECT topic_id, partition, topic, version, max_epoch_span, max_segment_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version FROM rlmm_partitions
 WHERE topic_id = $1::uuid AND partition = $2::integer
 `
 
@@ -312,6 +300,7 @@ func (q *Queries) PartitionGet(ctx context.Context, db DBTX, arg PartitionGetPar
 		&i.Topic,
 		&i.Version,
 		&i.MaxEpochSpan,
+		&i.MaxSegmentSpan,
 		&i.DeleteState,
 		&i.DeleteBrokerID,
 		&i.DeleteEventTimestampMs,

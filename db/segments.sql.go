@@ -15,11 +15,12 @@ const segmentAdd = `-- name: SegmentAdd :one
 
 
 WITH partition_row AS (
-    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span)
-    VALUES ($1::uuid, $2::integer, $3::text, 1, $4::bigint)
+    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span, max_segment_span)
+    VALUES ($1::uuid, $2::integer, $3::text, 1, $4::bigint, $5::bigint)
     ON CONFLICT (topic_id, partition) DO UPDATE
     SET version = p.version + 1,
         max_epoch_span = greatest(p.max_epoch_span, excluded.max_epoch_span),
+        max_segment_span = greatest(p.max_segment_span, excluded.max_segment_span),
         updated_at = now()
     WHERE p.delete_state IS NULL
     RETURNING p.topic_id, p.partition, p.version
@@ -28,21 +29,21 @@ WITH partition_row AS (
         topic_id, partition, segment_id, topic, start_offset, end_offset,
         max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes,
         custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version)
-    SELECT $1::uuid, $2::integer, $5::uuid, $3::text, $6::bigint, $7::bigint,
-        $8::bigint, $9::integer, $10::bigint, $11::integer,
-        $12::bytea, $13::smallint, $14::boolean,
-        $15::integer[], $16::bigint[], partition_row.version, partition_row.version
+    SELECT $1::uuid, $2::integer, $6::uuid, $3::text, $7::bigint, $8::bigint,
+        $9::bigint, $10::integer, $11::bigint, $12::integer,
+        $13::bytea, $14::smallint, $15::boolean,
+        $16::integer[], $17::bigint[], partition_row.version, partition_row.version
     FROM partition_row
     RETURNING added_version
 ), epochs AS (
     INSERT INTO rlmm_segment_epochs (
         topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
         segment_start_offset, segment_end_offset, added_version, last_version, segment_size_bytes, max_timestamp_ms)
-    SELECT $1::uuid, $2::integer, $5::uuid,
-        ($15::integer[])[i], ($16::bigint[])[i], ($17::bigint[])[i], $13::smallint,
-        $6::bigint, $7::bigint, segment.added_version, segment.added_version,
-        $11::integer, $8::bigint
-    FROM segment, generate_subscripts($15::integer[], 1) AS i
+    SELECT $1::uuid, $2::integer, $6::uuid,
+        ($16::integer[])[i], ($17::bigint[])[i], ($18::bigint[])[i], $14::smallint,
+        $7::bigint, $8::bigint, segment.added_version, segment.added_version,
+        $12::integer, $9::bigint
+    FROM segment, generate_subscripts($16::integer[], 1) AS i
 )
 SELECT segment.added_version FROM segment
 `
@@ -52,6 +53,7 @@ type SegmentAddParams struct {
 	Partition         int32
 	Topic             string
 	MaxEpochSpan      int64
+	MaxSegmentSpan    int64
 	SegmentID         dbuuid.UUID
 	StartOffset       int64
 	EndOffset         int64
@@ -93,7 +95,8 @@ type SegmentAddParams struct {
 // lists scan straight into the public type (rows.go says why).
 // Adds a segment in one statement: bumps (or creates) the partition row,
 // which also locks it, unless the partition has a delete record, and widens
-// its max_epoch_span to the longest epoch range of the segment; inserts the
+// its max_epoch_span to the longest epoch range of the segment and its
+// max_segment_span to the segment's end - start; inserts the
 // segment and one row per epoch. No row back: the partition has a delete
 // record. A taken segment id fails on rlmm_segments_segment_id_key. The
 // manager notifies rlmm_changes after the commit (notifier.go), outside
@@ -104,6 +107,7 @@ func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams)
 		arg.Partition,
 		arg.Topic,
 		arg.MaxEpochSpan,
+		arg.MaxSegmentSpan,
 		arg.SegmentID,
 		arg.StartOffset,
 		arg.EndOffset,
@@ -761,22 +765,6 @@ WITH locked_partition AS MATERIALIZED (
     SET state = $4::smallint, finished_version = segment.finished_version, last_version = segment.last_version
     FROM segment
     WHERE e.topic_id = $2::uuid AND e.partition = $3::integer AND e.segment_id = $1::uuid
-), epoch_ends AS (
-    -- EpochEndOffset: a COPY_SEGMENT_FINISHED
-    -- raises the partition's per-epoch high-water marks to the ends of the
-    -- segment's epoch ranges (and the longest finished segment per epoch,
-    -- FirstSegmentForTimestamp's bound). Nothing lowers them. Reads the
-    -- epoch rows as they were before this statement: their offsets never change.
-    INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-    SELECT e.topic_id, e.partition, e.epoch, e.last_offset, e.segment_end_offset - e.segment_start_offset, segment.last_version
-    FROM segment, rlmm_segment_epochs e
-    WHERE $8::boolean
-      AND e.topic_id = $2::uuid AND e.partition = $3::integer AND e.segment_id = $1::uuid
-    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-        raised_version = excluded.raised_version
-    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span
 )
 SELECT
     coalesce(pr.version, -1)::bigint AS updated_version,

@@ -20,8 +20,12 @@
 --     CASCADE, which the epoch rows' primary key (segment_id, epoch)
 --     answers);
 --   - the library's writes do all their bookkeeping (versions, epoch rows,
---     epoch ends, notifications) in their own statements, and so do the
---     repair functions. No trigger does bookkeeping; the triggers left only
+--     notifications) in their own statements, and so do the repair
+--     functions;
+--   - EpochEndOffset reads the finished epoch rows themselves (one descent
+--     of rlmm_segment_epochs_ends_idx), so no write raises a high-water
+--     mark: rlmm_epoch_ends keeps only the ends of the segments the purge
+--     deleted, which rlmm_purge_round folds in as it deletes them. No trigger does bookkeeping; the triggers left only
 --     refuse raw DML that would break what the library relies on;
 --   - repairs are SECURITY DEFINER functions: rlmm_set_segment_state,
 --     rlmm_set_partition_delete_state, rlmm_purge, rlmm_resync (docs/DBA.md).
@@ -121,6 +125,7 @@ CREATE TABLE rlmm_partitions (
     topic                     text NOT NULL,
     version                   bigint NOT NULL DEFAULT 0,
     max_epoch_span            bigint NOT NULL DEFAULT 0,
+    max_segment_span          bigint NOT NULL DEFAULT 0,
     delete_state              smallint,
     delete_broker_id          integer,
     delete_event_timestamp_ms bigint,
@@ -131,7 +136,8 @@ CREATE TABLE rlmm_partitions (
     CONSTRAINT rlmm_partitions_partition_check CHECK (partition >= 0),
     CONSTRAINT rlmm_partitions_topic_check CHECK (length(topic) BETWEEN 1 AND 249 AND topic NOT IN ('.', '..')
         AND ltrim(topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = ''),
-    CONSTRAINT rlmm_partitions_counters_check CHECK (version >= 0 AND max_epoch_span >= 0 AND vanished_version >= 0),
+    CONSTRAINT rlmm_partitions_counters_check CHECK (version >= 0 AND max_epoch_span >= 0 AND max_segment_span >= 0
+        AND vanished_version >= 0),
     CONSTRAINT rlmm_partitions_delete_state_check CHECK (delete_state IN (0, 1, 2)),
     CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((delete_state IS NULL) = (delete_broker_id IS NULL)
         AND (delete_state IS NULL) = (delete_event_timestamp_ms IS NULL))
@@ -148,6 +154,7 @@ COMMENT ON COLUMN rlmm_partitions.updated_at IS 'When the partition was last wri
 COMMENT ON COLUMN rlmm_partitions.topic IS 'Topic name, as the first write named it.';
 COMMENT ON COLUMN rlmm_partitions.version IS 'Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.';
 COMMENT ON COLUMN rlmm_partitions.max_epoch_span IS 'Largest last_offset - first_offset of any epoch range ever added: bounds how far back from an offset a lookup scans.';
+COMMENT ON COLUMN rlmm_partitions.max_segment_span IS 'Largest end_offset - start_offset of any segment ever added: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
 COMMENT ON COLUMN rlmm_partitions.delete_state IS 'NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).';
 COMMENT ON COLUMN rlmm_partitions.delete_broker_id IS 'Broker that wrote the latest partition-delete record.';
 COMMENT ON COLUMN rlmm_partitions.delete_event_timestamp_ms IS 'Event time (ms since the epoch) of the latest partition-delete record.';
@@ -237,6 +244,9 @@ CREATE TABLE rlmm_segment_epochs (
 );
 CREATE INDEX rlmm_segment_epochs_lookup_idx ON rlmm_segment_epochs (topic_id, partition, epoch, first_offset, finished_version)
     INCLUDE (last_offset, segment_id) WHERE state = 1;
+CREATE INDEX rlmm_segment_epochs_ends_idx ON rlmm_segment_epochs (topic_id, partition, epoch, last_offset)
+    WHERE finished_version IS NOT NULL;
+COMMENT ON INDEX rlmm_segment_epochs_ends_idx IS 'The ranges of segments that ever finished copying, by epoch and end: EpochEndOffset reads the largest in one descent.';
 CREATE INDEX rlmm_segment_epochs_highest_idx ON rlmm_segment_epochs (topic_id, partition, epoch, segment_end_offset) WHERE state = 1;
 CREATE INDEX rlmm_segment_epochs_list_idx ON rlmm_segment_epochs (topic_id, partition, epoch, segment_start_offset, added_version)
     WHERE state IN (0, 1, 2);
@@ -262,22 +272,18 @@ COMMENT ON COLUMN rlmm_segment_epochs.segment_size_bytes IS 'Copy of the segment
 COMMENT ON COLUMN rlmm_segment_epochs.max_timestamp_ms IS 'Copy of the segment''s max_timestamp_ms (FirstSegmentForTimestamp filters on it).';
 
 CREATE TABLE rlmm_epoch_ends (
-    topic_id         uuid NOT NULL,
-    partition        integer NOT NULL,
-    epoch            integer NOT NULL,
-    end_offset       bigint NOT NULL,
-    max_segment_span bigint NOT NULL,
-    raised_version   bigint NOT NULL,
+    topic_id   uuid NOT NULL,
+    partition  integer NOT NULL,
+    epoch      integer NOT NULL,
+    end_offset bigint NOT NULL,
     PRIMARY KEY (topic_id, partition, epoch),
-    CONSTRAINT rlmm_epoch_ends_values_check CHECK (epoch >= 0 AND end_offset >= 0 AND max_segment_span >= 0)
+    CONSTRAINT rlmm_epoch_ends_values_check CHECK (epoch >= 0 AND end_offset >= 0)
 );
-COMMENT ON TABLE rlmm_epoch_ends IS 'Per partition and leader epoch, the largest end offset of a range of that epoch in a segment that ever finished copying (EpochEndOffset) and the longest such segment (FirstSegmentForTimestamp''s bound). Raised by every COPY_SEGMENT_FINISHED, never lowered; taken by the purge of the partition''s delete.';
+COMMENT ON TABLE rlmm_epoch_ends IS 'Per partition and leader epoch, the largest end offset of the epoch''s range in a segment that had finished copying and that rlmm_purge_round has since deleted. EpochEndOffset answers the greater of it and the finished epoch rows still stored (rlmm_segment_epochs_ends_idx). Raised only by the purge, never lowered; taken by the purge of the partition''s delete.';
 COMMENT ON COLUMN rlmm_epoch_ends.topic_id IS 'Kafka topic id.';
 COMMENT ON COLUMN rlmm_epoch_ends.partition IS 'Kafka partition number.';
 COMMENT ON COLUMN rlmm_epoch_ends.epoch IS 'Leader epoch.';
-COMMENT ON COLUMN rlmm_epoch_ends.end_offset IS 'Largest last_offset of the epoch''s range in any segment that reached COPY_SEGMENT_FINISHED (deleted since or not): what EpochEndOffset answers.';
-COMMENT ON COLUMN rlmm_epoch_ends.max_segment_span IS 'Largest end_offset - start_offset of a segment carrying the epoch that reached COPY_SEGMENT_FINISHED: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
-COMMENT ON COLUMN rlmm_epoch_ends.raised_version IS 'Partition version of the write that last raised the row: the change feed.';
+COMMENT ON COLUMN rlmm_epoch_ends.end_offset IS 'Largest last_offset of the epoch''s range in a purged segment that had reached COPY_SEGMENT_FINISHED.';
 
 CREATE TABLE rlmm_data_generation (
     id         smallint PRIMARY KEY DEFAULT 1 CONSTRAINT rlmm_data_generation_one_row CHECK (id = 1),
@@ -611,25 +617,12 @@ BEGIN
         finished_version = CASE WHEN target = 1 THEN coalesce(seg.finished_version, new_version) ELSE seg.finished_version END,
         last_version = new_version
     WHERE e.topic_id = seg.topic_id AND e.partition = seg.partition AND e.segment_id = seg.segment_id;
-    IF target = 1 THEN
-        -- COPY_SEGMENT_FINISHED raises the partition's epoch ends, as the
-        -- library's SegmentUpdate does; nothing lowers them.
-        INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-        SELECT e.topic_id, e.partition, e.epoch, e.last_offset, e.segment_end_offset - e.segment_start_offset, new_version
-        FROM rlmm_segment_epochs e
-        WHERE e.topic_id = seg.topic_id AND e.partition = seg.partition AND e.segment_id = seg.segment_id
-        ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-        SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-            max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-            raised_version = excluded.raised_version
-        WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span;
-    END IF;
     PERFORM pg_notify('rlmm_changes', seg.topic_id::text || '/' || seg.partition || '/' || new_version);
     RETURN new_version;
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_set_segment_state(uuid, text, integer, bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (partition version, epoch rows, epoch ends, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
+COMMENT ON FUNCTION rlmm_set_segment_state(uuid, text, integer, bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (partition version, epoch rows, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
 
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_set_partition_delete_state(topic_id uuid, partition integer, state text, broker_id integer DEFAULT -1,
@@ -749,7 +742,20 @@ BEGIN
         USING candidates c, locked_partitions lp
         WHERE lp.topic_id = c.topic_id AND lp.partition = c.partition
           AND s.segment_id = c.segment_id AND (s.topic_id = c.topic_id AND s.partition = c.partition) IS TRUE
-        RETURNING s.topic_id, s.partition, s.last_version
+        RETURNING s.topic_id, s.partition, s.segment_id, s.last_version
+    ), folded AS (
+        -- EpochEndOffset outlives the segments: the ranges of those that
+        -- had finished go into rlmm_epoch_ends. The statement's snapshot
+        -- still holds their epoch rows (the foreign key deletes them after).
+        INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset)
+        SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset)
+        FROM deleted d
+        JOIN rlmm_segment_epochs e ON e.segment_id = d.segment_id
+        WHERE e.finished_version IS NOT NULL
+        GROUP BY e.topic_id, e.partition, e.epoch
+        ON CONFLICT (topic_id, partition, epoch) DO UPDATE
+        SET end_offset = excluded.end_offset
+        WHERE excluded.end_offset > ee.end_offset
     ), marked AS (
         UPDATE rlmm_partitions p
         SET vanished_version = greatest(p.vanished_version, d.last_version)
@@ -803,6 +809,7 @@ BEGIN
             delete_broker_id = NULL,
             delete_event_timestamp_ms = NULL,
             max_epoch_span = 0,
+            max_segment_span = 0,
             updated_at = now()
         FROM (SELECT q.topic_id, q.partition
               FROM rlmm_partitions q
@@ -867,11 +874,15 @@ BEGIN
     -- The epoch rows take the size and max timestamp of their segment when
     -- they did not copy them (rows written before migration 00015).
     EXECUTE format($copy$
-        INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id,
-                                     delete_event_timestamp_ms, created_at, updated_at, vanished_version)
-        SELECT topic_id, partition, topic, version, max_epoch_span, delete_state, delete_broker_id,
-               delete_event_timestamp_ms, created_at, updated_at, vanished_version
-        FROM %1$I.rlmm_partitions;
+        INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span, max_segment_span, delete_state,
+                                     delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version)
+        SELECT p.topic_id, p.partition, p.topic, p.version, p.max_epoch_span,
+               greatest((SELECT max(s.end_offset - s.start_offset) FROM %1$I.rlmm_segments s
+                         WHERE s.topic_id = p.topic_id AND s.partition = p.partition),
+                        (SELECT max(ee.max_segment_span) FROM %1$I.rlmm_epoch_ends ee
+                         WHERE ee.topic_id = p.topic_id AND ee.partition = p.partition), 0),
+               p.delete_state, p.delete_broker_id, p.delete_event_timestamp_ms, p.created_at, p.updated_at, p.vanished_version
+        FROM %1$I.rlmm_partitions p;
         INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
                                    event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs,
                                    epoch_start_offsets, added_version, finished_version, last_version, created_at, updated_at)
@@ -887,8 +898,8 @@ BEGIN
                e.last_version, coalesce(e.segment_size_bytes, s.segment_size_bytes), coalesce(e.max_timestamp_ms, s.max_timestamp_ms)
         FROM %1$I.rlmm_segment_epochs e
         JOIN %1$I.rlmm_segments s ON s.segment_id = e.segment_id;
-        INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-        SELECT topic_id, partition, epoch, end_offset, max_segment_span, raised_version
+        INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset)
+        SELECT topic_id, partition, epoch, end_offset
         FROM %1$I.rlmm_epoch_ends;
         INSERT INTO rlmm_data_generation AS g (id, generation, changed_at)
         SELECT id, generation, changed_at FROM %1$I.rlmm_data_generation

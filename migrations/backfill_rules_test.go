@@ -49,7 +49,10 @@ func snapshotData(ctx context.Context, pool *pgxpool.Pool) (map[string]*partitio
 	for table, q := range map[string]string{
 		"rlmm_segments":       "SELECT topic_id::text || '/' || partition, segment_id::text, last_version, jsonb_strip_nulls(to_jsonb(x) - 'updated_at' - 'created_at')::text FROM rlmm_segments x",
 		"rlmm_segment_epochs": "SELECT topic_id::text || '/' || partition, segment_id::text || '/' || epoch, last_version, jsonb_strip_nulls(to_jsonb(x))::text FROM rlmm_segment_epochs x",
-		"rlmm_epoch_ends":     "SELECT topic_id::text || '/' || partition, epoch::text, raised_version, jsonb_strip_nulls(to_jsonb(x))::text FROM rlmm_epoch_ends x",
+		// No feed carries the purged segments' ends: a cache reads them when
+		// it loads, which a vanished_version past its version makes it do.
+		"rlmm_epoch_ends": `SELECT x.topic_id::text || '/' || x.partition, x.epoch::text, p.vanished_version, jsonb_strip_nulls(to_jsonb(x))::text
+			FROM rlmm_epoch_ends x JOIN rlmm_partitions p ON p.topic_id = x.topic_id AND p.partition = x.partition`,
 	} {
 		rows, err := pool.Query(ctx, q)
 		if err != nil {
@@ -190,35 +193,36 @@ func TestMigrationBackfillsBumpVersions(t *testing.T) {
 			require.Empty(t, backfillFindings(t, migrations.FS(), v))
 		})
 	}
-	// A backfill of epoch 1's longest segment, as a later migration might
-	// write one: the partitions it changes, bumped, and the rows stamped
-	// with the new version (or not, below).
+	// A backfill of the size that epoch 0's rows copy, as a later migration
+	// might write one: the partitions it changes, bumped, and the rows
+	// stamped with the new version (or not, below).
 	backfill := func(stamp string) string {
 		return fmt.Sprintf(`-- rlmm:compatible-with %d
 -- +goose Up
 WITH bumped AS (
     UPDATE rlmm_partitions p SET version = p.version + 1, updated_at = now()
-    WHERE EXISTS (SELECT FROM rlmm_epoch_ends ee
-                  WHERE ee.topic_id = p.topic_id AND ee.partition = p.partition AND ee.epoch = 1 AND ee.max_segment_span < 1000)
+    WHERE EXISTS (SELECT FROM rlmm_segment_epochs e
+                  WHERE e.topic_id = p.topic_id AND e.partition = p.partition AND e.epoch = 0 AND e.segment_size_bytes < 5000)
     RETURNING p.topic_id, p.partition, p.version
 )
-UPDATE rlmm_epoch_ends ee SET max_segment_span = 1000%s
+UPDATE rlmm_segment_epochs e SET segment_size_bytes = 5000%s
 FROM bumped b
-WHERE ee.topic_id = b.topic_id AND ee.partition = b.partition AND ee.epoch = 1 AND ee.max_segment_span < 1000;
+WHERE e.topic_id = b.topic_id AND e.partition = b.partition AND e.epoch = 0 AND e.segment_size_bytes < 5000;
 -- +goose Down
 SELECT 1;
 `, rs.SchemaVersion, stamp)
 	}
 	t.Run("a backfill that bumps and stamps", func(t *testing.T) {
 		t.Parallel()
-		require.Empty(t, backfillFindings(t, withNext(t, backfill(", raised_version = b.version")), rs.SchemaVersion+1))
+		require.Empty(t, backfillFindings(t, withNext(t, backfill(", last_version = b.version")), rs.SchemaVersion+1))
 	})
 	t.Run("a backfill that bumps but does not stamp", func(t *testing.T) {
 		t.Parallel()
 		findings := backfillFindings(t, withNext(t, backfill("")), rs.SchemaVersion+1)
 		require.Len(t, findings, 3, "one per partition")
 		for _, f := range findings {
-			require.Contains(t, f, "rlmm_epoch_ends 1 changed, stamped")
+			require.Contains(t, f, "/0 changed, stamped")
+			require.Contains(t, f, "rlmm_segment_epochs ")
 			require.Contains(t, f, "not past the version")
 		}
 	})
@@ -228,7 +232,7 @@ SELECT 1;
 -- +goose Up
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_upgrade_test_backfill() RETURNS void LANGUAGE sql AS $$
-    UPDATE rlmm_epoch_ends SET end_offset = end_offset + 1 WHERE epoch = 1 $$;
+    UPDATE rlmm_segment_epochs SET segment_size_bytes = segment_size_bytes + 1 WHERE epoch = 1 $$;
 -- +goose StatementEnd
 SELECT rlmm_upgrade_test_backfill();
 -- +goose Down

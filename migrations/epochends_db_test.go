@@ -14,46 +14,50 @@ import (
 	"github.com/krabka/remotestorage/internal/rstest"
 )
 
-func requireEpochEnd(t *testing.T, m rs.KafkaExtensions, tp rs.TopicIDPartition, epoch rs.LeaderEpoch, want int64, wantOK bool) {
-	t.Helper()
-	got, ok, err := m.EpochEndOffset(t.Context(), tp, epoch)
-	require.NoError(t, err)
-	require.Equal(t, [2]any{want, wantOK}, [2]any{got, ok}, "EpochEndOffset(%s, %d)", tp, epoch)
-}
-
-// epochEndRow is a row of rlmm_epoch_ends, without its partition.
-type epochEndRow struct {
-	Epoch                                    int32
-	EndOffset, MaxSegmentSpan, RaisedVersion int64
-}
-
-// TestRepairedFinishRaisesEpochEnds: two partitions take the same
-// segments, one through the library's updates, the other through
-// rlmm_set_segment_state. After every step both have the same version and
-// the same epoch ends (end offset, longest segment, and the version that
-// raised them): a COPY_SEGMENT_FINISHED raises them to the segment's
-// ranges, a finished segment that ends lower (an overlapping one) lowers
-// and restamps nothing, and deletes leave them as they were.
-func TestRepairedFinishRaisesEpochEnds(t *testing.T) {
+// TestEpochEndsOutliveThePurge: two partitions take the same segments, one
+// through the library's updates, the other through rlmm_set_segment_state.
+// After every step both have the same version and EpochEndOffset gives the
+// same answers for epochs 0 to 3, read from the database: a
+// COPY_SEGMENT_FINISHED counts the segment's ranges, a finished segment
+// that ends lower (an overlapping one) changes nothing, and neither do
+// deletes. No write raises a stored end: rlmm_epoch_ends stays empty until
+// the purge deletes a finished segment and keeps its ranges' ends there,
+// so the answers stay; the partition row's max_segment_span (the bound of
+// FirstSegmentForTimestamp's walk) is the longest segment added.
+func TestEpochEndsOutliveThePurge(t *testing.T) {
 	t.Parallel()
 	f := newGuardFixture(t)
 	ctx := t.Context()
 	library := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
 	repaired := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}
-	epochEnds := func(tp rs.TopicIDPartition) (version int64, rows []epochEndRow) {
+	type ends [4]int64 // EpochEndOffset of epochs 0 to 3; -1: none
+	answers := func(tp rs.TopicIDPartition) (got ends) {
 		t.Helper()
-		require.NoError(t, f.pool.QueryRow(ctx, "SELECT version FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
-			tp.TopicID, tp.Partition).Scan(&version))
-		r, err := f.pool.Query(ctx, `SELECT epoch, end_offset, max_segment_span, raised_version FROM rlmm_epoch_ends
-			WHERE topic_id = $1 AND partition = $2 ORDER BY epoch`, tp.TopicID, tp.Partition)
+		for e := range got {
+			end, ok, err := f.m.EpochEndOffset(ctx, tp, rs.LeaderEpoch(e))
+			require.NoError(t, err)
+			got[e] = -1
+			if ok {
+				got[e] = end
+			}
+		}
+		return got
+	}
+	stored := func(tp rs.TopicIDPartition) (span int64, rows map[int32]int64) {
+		t.Helper()
+		require.NoError(t, f.pool.QueryRow(ctx, "SELECT max_segment_span FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
+			tp.TopicID, tp.Partition).Scan(&span))
+		r, err := f.pool.Query(ctx, "SELECT epoch, end_offset FROM rlmm_epoch_ends WHERE topic_id = $1 AND partition = $2", tp.TopicID, tp.Partition)
 		require.NoError(t, err)
+		rows = map[int32]int64{}
 		for r.Next() {
-			var e epochEndRow
-			require.NoError(t, r.Scan(&e.Epoch, &e.EndOffset, &e.MaxSegmentSpan, &e.RaisedVersion))
-			rows = append(rows, e)
+			var e int32
+			var end int64
+			require.NoError(t, r.Scan(&e, &end))
+			rows[e] = end
 		}
 		require.NoError(t, r.Err())
-		return version, rows
+		return span, rows
 	}
 	type step struct {
 		name  string
@@ -64,25 +68,27 @@ func TestRepairedFinishRaisesEpochEnds(t *testing.T) {
 		epochs map[rs.LeaderEpoch]int64
 		state  rs.RemoteLogSegmentState
 		of     string
-		want   []epochEndRow
+		want   ends
+		span   int64
 	}
 	steps := []step{
 		{name: "s1", start: 0, end: 99, epochs: map[rs.LeaderEpoch]int64{0: 0, 1: 20}, state: rs.CopySegmentFinished,
-			want: []epochEndRow{{0, 19, 99, 2}, {1, 99, 99, 2}}},
+			want: ends{19, 99, -1, -1}, span: 99},
 		{name: "s2", start: 100, end: 149, epochs: map[rs.LeaderEpoch]int64{1: 100}, state: rs.CopySegmentFinished,
-			want: []epochEndRow{{0, 19, 99, 2}, {1, 149, 99, 4}}},
+			want: ends{19, 149, -1, -1}, span: 99},
 		// Ends below epoch 1's end and is shorter than the longest segment.
 		{name: "s3", start: 50, end: 79, epochs: map[rs.LeaderEpoch]int64{1: 50}, state: rs.CopySegmentFinished,
-			want: []epochEndRow{{0, 19, 99, 2}, {1, 149, 99, 4}}},
+			want: ends{19, 149, -1, -1}, span: 99},
 		{name: "s4", start: 150, end: 549, epochs: map[rs.LeaderEpoch]int64{1: 150, 2: 300}, state: rs.CopySegmentFinished,
-			want: []epochEndRow{{0, 19, 99, 2}, {1, 299, 399, 8}, {2, 549, 399, 8}}},
+			want: ends{19, 299, 549, -1}, span: 399},
 		{name: "s4 delete started", of: "s4", state: rs.DeleteSegmentStarted,
-			want: []epochEndRow{{0, 19, 99, 2}, {1, 299, 399, 8}, {2, 549, 399, 8}}},
+			want: ends{19, 299, 549, -1}, span: 399},
 		{name: "s4 delete finished", of: "s4", state: rs.DeleteSegmentFinished,
-			want: []epochEndRow{{0, 19, 99, 2}, {1, 299, 399, 8}, {2, 549, 399, 8}}},
-		// Unfinished segments raise nothing.
-		{name: "s5", start: 550, end: 599, epochs: map[rs.LeaderEpoch]int64{2: 550, 3: 560}, state: rs.CopySegmentStarted,
-			want: []epochEndRow{{0, 19, 99, 2}, {1, 299, 399, 8}, {2, 549, 399, 8}}},
+			want: ends{19, 299, 549, -1}, span: 399},
+		// Unfinished segments count for nothing, but their length bounds
+		// the walk.
+		{name: "s5", start: 550, end: 1049, epochs: map[rs.LeaderEpoch]int64{2: 550, 3: 560}, state: rs.CopySegmentStarted,
+			want: ends{19, 299, 549, -1}, span: 499},
 	}
 	added := map[string][2]rs.RemoteLogSegmentMetadata{} // step name -> the segment in library, in repaired
 	for _, st := range steps {
@@ -103,16 +109,24 @@ func TestRepairedFinishRaisesEpochEnds(t *testing.T) {
 				Scan(&version), st.name)
 			require.Equal(t, rstest.PartitionVersion(t, f.pool, repaired), version, st.name)
 		}
-		libraryVersion, libraryEnds := epochEnds(library)
-		repairedVersion, repairedEnds := epochEnds(repaired)
-		require.Equal(t, st.want, libraryEnds, "%s: the library's epoch ends", st.name)
-		require.Equal(t, libraryVersion, repairedVersion, "%s: the versions", st.name)
-		require.Equal(t, libraryEnds, repairedEnds, "%s: the repaired partition's epoch ends against the library's", st.name)
+		for _, tp := range []rs.TopicIDPartition{library, repaired} {
+			require.Equal(t, st.want, answers(tp), "%s: EpochEndOffset of %s", st.name, tp)
+			span, rows := stored(tp)
+			require.Equal(t, st.span, span, "%s: max_segment_span of %s", st.name, tp)
+			require.Empty(t, rows, "%s: a write raised an epoch end of %s", st.name, tp)
+		}
+		require.Equal(t, rstest.PartitionVersion(t, f.pool, library), rstest.PartitionVersion(t, f.pool, repaired), st.name)
 	}
+
+	// The purge deletes s4, the one forgotten segment of each partition,
+	// and keeps the ends of its ranges.
+	var purged int64
+	require.NoError(t, f.pool.QueryRow(ctx, "SELECT rlmm_purge(interval '0')").Scan(&purged))
+	require.Equal(t, int64(2), purged)
 	for _, tp := range []rs.TopicIDPartition{library, repaired} {
-		requireEpochEnd(t, f.m, tp, 0, 19, true)
-		requireEpochEnd(t, f.m, tp, 1, 299, true)
-		requireEpochEnd(t, f.m, tp, 2, 549, true)
-		requireEpochEnd(t, f.m, tp, 3, 0, false)
+		require.Equal(t, ends{19, 299, 549, -1}, answers(tp), "after the purge: EpochEndOffset of %s", tp)
+		span, rows := stored(tp)
+		require.Equal(t, int64(499), span, "after the purge: max_segment_span of %s", tp)
+		require.Equal(t, map[int32]int64{1: 299, 2: 549}, rows, "after the purge: the stored ends of %s", tp)
 	}
 }

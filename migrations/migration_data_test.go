@@ -47,6 +47,7 @@ var migrationDataTables = []string{"rlmm_partitions", "rlmm_segments", "rlmm_seg
 var droppedByBaseline = map[string][]string{
 	"rlmm_segments":   {"epoch_ends_raised"},
 	"rlmm_partitions": {"purged_version"},
+	"rlmm_epoch_ends": {"max_segment_span", "raised_version"},
 }
 
 // A database populated by the code of the last pre-release schema (18,

@@ -33,7 +33,8 @@ func readRepairRow(t *testing.T, pool *pgxpool.Pool, s rs.RemoteLogSegmentMetada
 	require.NoError(t, pool.QueryRow(t.Context(), `
 		SELECT st.name, (SELECT string_agg(e.state::text, ',' ORDER BY e.epoch) FROM rlmm_segment_epochs e WHERE e.segment_id = s.segment_id),
 		       p.version, s.last_version, s.finished_version, s.broker_id, p.delete_state,
-		       (SELECT ee.end_offset FROM rlmm_epoch_ends ee WHERE ee.topic_id = s.topic_id AND ee.partition = s.partition AND ee.epoch = 0)
+		       (SELECT max(e.last_offset) FROM rlmm_segment_epochs e
+		        WHERE e.topic_id = s.topic_id AND e.partition = s.partition AND e.epoch = 0 AND e.finished_version IS NOT NULL)
 		FROM rlmm_segments s
 		JOIN rlmm_segment_states st ON st.state = s.state
 		JOIN rlmm_partitions p ON p.topic_id = s.topic_id AND p.partition = s.partition

@@ -73,33 +73,25 @@ LEFT JOIN LATERAL (
 ) AS v ON true;
 
 -- name: PartitionCatchUp :many
--- PartitionChanges, PartitionGet and EpochEndsChanged in one statement (one
--- statement, one snapshot: no transaction, one round trip), for the cache's
--- catch-up: each segment written after @after_version, with the partition's
--- version and delete state and the epoch ends raised after @after_version
--- repeated on every row (a catch-up brings a few rows). No row: no segment
--- changed; the cache then reads the three in one transaction, since the
--- partition row may have moved alone (a partition delete). The partition's
--- vanished_version and the data's generation tell the cache when rows
--- vanished that the feed cannot show (a DBA's DELETE or TRUNCATE).
+-- PartitionChanges and PartitionGet in one statement (one statement, one
+-- snapshot: no transaction, one round trip), for the cache's catch-up: each
+-- segment written after @after_version, with the partition's version and
+-- delete state repeated on every row (a catch-up brings a few rows). No
+-- row: no segment changed; the cache then reads both in one transaction,
+-- since the partition row may have moved alone (a partition delete). The
+-- partition's vanished_version and the data's generation tell the cache when
+-- rows vanished that the feed cannot show (a purge, a DBA's DELETE or
+-- TRUNCATE). The epoch ends need no feed: the cache raises them from each
+-- finished segment it is given.
 WITH head AS MATERIALIZED (
-    -- Read once, whatever the join order: the partition row by its key and
-    -- its raised epoch ends by the primary key's prefix.
-    SELECT p.version, p.delete_state, p.vanished_version, ee.epochs, ee.end_offsets,
+    -- Read once, whatever the join order: the partition row by its key.
+    SELECT p.version, p.delete_state, p.vanished_version,
         (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
     FROM rlmm_partitions p
-    CROSS JOIN LATERAL (
-        SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}')::integer[] AS epochs,
-            coalesce(array_agg(e.end_offset ORDER BY e.epoch), '{}')::bigint[] AS end_offsets
-        FROM rlmm_epoch_ends e
-        WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-          AND e.raised_version > @after_version::bigint
-    ) AS ee
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
 )
 SELECT sqlc.embed(s), head.version AS partition_version, head.delete_state AS partition_delete_state,
-    head.vanished_version AS partition_vanished_version, head.generation AS data_generation,
-    head.epochs AS end_epochs, head.end_offsets AS end_offsets
+    head.vanished_version AS partition_vanished_version, head.generation AS data_generation
 FROM head
 JOIN rlmm_segments s ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
  AND s.last_version > @after_version::bigint

@@ -26,17 +26,19 @@
 -- name: SegmentAdd :one
 -- Adds a segment in one statement: bumps (or creates) the partition row,
 -- which also locks it, unless the partition has a delete record, and widens
--- its max_epoch_span to the longest epoch range of the segment; inserts the
+-- its max_epoch_span to the longest epoch range of the segment and its
+-- max_segment_span to the segment's end - start; inserts the
 -- segment and one row per epoch. No row back: the partition has a delete
 -- record. A taken segment id fails on rlmm_segments_segment_id_key. The
 -- manager notifies rlmm_changes after the commit (notifier.go), outside
 -- this transaction.
 WITH partition_row AS (
-    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span)
-    VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1, @max_epoch_span::bigint)
+    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span, max_segment_span)
+    VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1, @max_epoch_span::bigint, @max_segment_span::bigint)
     ON CONFLICT (topic_id, partition) DO UPDATE
     SET version = p.version + 1,
         max_epoch_span = greatest(p.max_epoch_span, excluded.max_epoch_span),
+        max_segment_span = greatest(p.max_segment_span, excluded.max_segment_span),
         updated_at = now()
     WHERE p.delete_state IS NULL
     RETURNING p.topic_id, p.partition, p.version
@@ -104,22 +106,6 @@ WITH locked_partition AS MATERIALIZED (
     SET state = @state::smallint, finished_version = segment.finished_version, last_version = segment.last_version
     FROM segment
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
-), epoch_ends AS (
-    -- EpochEndOffset: a COPY_SEGMENT_FINISHED
-    -- raises the partition's per-epoch high-water marks to the ends of the
-    -- segment's epoch ranges (and the longest finished segment per epoch,
-    -- FirstSegmentForTimestamp's bound). Nothing lowers them. Reads the
-    -- epoch rows as they were before this statement: their offsets never change.
-    INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-    SELECT e.topic_id, e.partition, e.epoch, e.last_offset, e.segment_end_offset - e.segment_start_offset, segment.last_version
-    FROM segment, rlmm_segment_epochs e
-    WHERE @finishing::boolean
-      AND e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
-    ON CONFLICT (topic_id, partition, epoch) DO UPDATE
-    SET end_offset = greatest(ee.end_offset, excluded.end_offset),
-        max_segment_span = greatest(ee.max_segment_span, excluded.max_segment_span),
-        raised_version = excluded.raised_version
-    WHERE excluded.end_offset > ee.end_offset OR excluded.max_segment_span > ee.max_segment_span
 )
 SELECT
     coalesce(pr.version, -1)::bigint AS updated_version,

@@ -9,7 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
+
 	"sync"
 	"time"
 
@@ -53,17 +53,8 @@ func loadShapes(ctx context.Context, pool *pgxpool.Pool, workers int, shapes ...
 			return err
 		}
 	}
-	// rlmm_epoch_ends, as the finishes raise it: the high-water marks of
-	// every epoch of the segments that finished.
+	// rlmm_epoch_ends stays empty: it holds the ends of purged segments.
 	vacuumed := loadedTables
-	if ok, err := hasTable(ctx, pool, "rlmm_epoch_ends"); err != nil {
-		return err
-	} else if ok {
-		if err := execMaintenance(ctx, pool, epochEndsFill); err != nil {
-			return err
-		}
-		vacuumed = append(slices.Clip(loadedTables), "rlmm_epoch_ends")
-	}
 	indexed := time.Now()
 	// Sets the visibility map (index-only scans) and the statistics; FREEZE
 	// spares the measurements an anti-wraparound vacuum.
@@ -171,11 +162,11 @@ ORDER BY i.indexrelid::regclass::text`, loadedTables)
 // chunks, workers chunks at a time.
 func loadShape(ctx context.Context, pool *pgxpool.Pool, workers int, s shape) error {
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{"rlmm_partitions"},
-		[]string{"topic_id", "partition", "topic", "version", "max_epoch_span"},
+		[]string{"topic_id", "partition", "topic", "version", "max_epoch_span", "max_segment_span"},
 		copyRows(s.partitions, func(p int) []any {
 			tp := s.tp(p)
 			// Every segment was added (one version) and finished (another).
-			return []any{tp.TopicID, tp.Partition, tp.Topic, int64(2 * s.perPartition), int64(maxEpochSpan)}
+			return []any{tp.TopicID, tp.Partition, tp.Topic, int64(2 * s.perPartition), int64(maxEpochSpan), int64(segmentLen - 1)}
 		}))
 	if err != nil {
 		return fmt.Errorf("copy partitions: %w", err)
@@ -271,21 +262,6 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 		return fmt.Errorf("copy epochs: %w", err)
 	}
 	return nil
-}
-
-// epochEndsFill raises rlmm_epoch_ends as the loaded segments' finishes
-// would have.
-const epochEndsFill = `INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset), max(e.segment_end_offset - e.segment_start_offset), p.version
-FROM rlmm_segment_epochs e
-JOIN rlmm_partitions p ON p.topic_id = e.topic_id AND p.partition = e.partition
-WHERE e.finished_version IS NOT NULL
-GROUP BY e.topic_id, e.partition, e.epoch, p.version`
-
-func hasTable(ctx context.Context, pool *pgxpool.Pool, table string) (bool, error) {
-	var ok bool
-	err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&ok)
-	return ok, err
 }
 
 func hasColumn(ctx context.Context, pool *pgxpool.Pool, table, column string) (bool, error) {

@@ -217,7 +217,7 @@ func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID
 		if p == 1 && forgotten > 0 {
 			deleteState, deleteBroker, deleteTime = int16(2), int32(1), int64(0)
 		}
-		partitions = append(partitions, []any{topicID, p, topic, 2 * nSegments, int64(89), deleteState, deleteBroker, deleteTime})
+		partitions = append(partitions, []any{topicID, p, topic, 2 * nSegments, int64(89), int64(89), deleteState, deleteBroker, deleteTime})
 		for i := range nSegments {
 			id, state := uuid.New(), int16(1)
 			if p == 0 && i < int64(forgotten) {
@@ -228,9 +228,9 @@ func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID
 			epochs = append(epochs, []any{topicID, p, id, int32(0), i * 100, i*100 + 89, state, i * 100, i*100 + 89, 2*i + 1, 2*i + 2, 2*i + 2,
 				int32(1000), i})
 		}
-		ends = append(ends, []any{topicID, p, int32(0), nSegments*100 - 11, int64(89), 2 * nSegments})
+		ends = append(ends, []any{topicID, p, int32(0), int64(0)})
 	}
-	copyRows(t, pool, "rlmm_partitions", []string{"topic_id", "partition", "topic", "version", "max_epoch_span", "delete_state",
+	copyRows(t, pool, "rlmm_partitions", []string{"topic_id", "partition", "topic", "version", "max_epoch_span", "max_segment_span", "delete_state",
 		"delete_broker_id", "delete_event_timestamp_ms"}, partitions)
 	copyRows(t, pool, "rlmm_segments", []string{"topic_id", "partition", "segment_id", "topic", "start_offset", "end_offset",
 		"max_timestamp_ms", "broker_id", "event_timestamp_ms", "segment_size_bytes", "state", "txn_index_empty", "epochs",
@@ -238,7 +238,7 @@ func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID
 	copyRows(t, pool, "rlmm_segment_epochs", []string{"topic_id", "partition", "segment_id", "epoch", "first_offset", "last_offset",
 		"state", "segment_start_offset", "segment_end_offset", "added_version", "finished_version", "last_version",
 		"segment_size_bytes", "max_timestamp_ms"}, epochs)
-	copyRows(t, pool, "rlmm_epoch_ends", []string{"topic_id", "partition", "epoch", "end_offset", "max_segment_span", "raised_version"}, ends)
+	copyRows(t, pool, "rlmm_epoch_ends", []string{"topic_id", "partition", "epoch", "end_offset"}, ends)
 }
 
 // loadOtherTopics writes the other topics of scales (from, to].

@@ -43,7 +43,7 @@ need on the remotestorage tables of one schema. No database is needed.
                     default privileges.
   <prefix>app       what brokers (PgManager) log in as: SELECT on every table
                     and view; INSERT and UPDATE on rlmm_partitions,
-                    rlmm_segments, rlmm_segment_epochs and rlmm_epoch_ends;
+                    rlmm_segments and rlmm_segment_epochs;
                     EXECUTE on rlmm_purge_round, through which PgManager
                     purges (in the background, and when "rlmmctl purge"
                     runs the same code). No DELETE or TRUNCATE (the library
@@ -164,7 +164,7 @@ BEGIN
         EXECUTE format('REVOKE ALL ON %I.%I FROM PUBLIC', {schema_lit}, t.relname);
         EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON %I.%I FROM %I, %I', {schema_lit}, t.relname, {app_lit}, {readonly_lit});
         EXECUTE format('GRANT SELECT ON %I.%I TO %I, %I', {schema_lit}, t.relname, {app_lit}, {readonly_lit});
-        IF t.relname IN ('rlmm_partitions', 'rlmm_segments', 'rlmm_segment_epochs', 'rlmm_epoch_ends') THEN
+        IF t.relname IN ('rlmm_partitions', 'rlmm_segments', 'rlmm_segment_epochs') THEN
             EXECUTE format('GRANT INSERT, UPDATE ON %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
         END IF;
     END LOOP;

@@ -136,12 +136,13 @@ func TestRolesSQL(t *testing.T) {
 		return out
 	}
 	// Exactly what the library needs: it reads every table and view, and
-	// inserts into and updates the four data tables; it deletes nothing
-	// itself (purging goes through rlmm_purge_round, run as the owner) and
-	// writes neither the data's generation nor the version table.
+	// inserts into and updates the three tables it writes; it deletes
+	// nothing itself and writes no epoch end (purging goes through
+	// rlmm_purge_round, run as the owner, which keeps them) and writes
+	// neither the data's generation nor the version table.
 	appPrivileges := privileges(prefix + "app")
-	dataTables := []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs", "rlmm_epoch_ends"}
-	for _, table := range append(dataTables, "rlmm_data_generation", "rlmm_segments_v", "rlmm_goose_db_version") {
+	dataTables := []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs"}
+	for _, table := range append(dataTables, "rlmm_epoch_ends", "rlmm_data_generation", "rlmm_segments_v", "rlmm_goose_db_version") {
 		require.Contains(t, appPrivileges, table)
 	}
 	for name, privs := range appPrivileges {
@@ -171,9 +172,9 @@ func TestRolesSQL(t *testing.T) {
 	for _, st := range []remotestorage.RemoteLogSegmentState{remotestorage.CopySegmentFinished, remotestorage.DeleteSegmentStarted, remotestorage.DeleteSegmentFinished} {
 		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadataUpdate{SegmentID: forgotten.SegmentID, State: st}))
 	}
-	// And a partition whose delete finished, with a finished segment and
-	// so an epoch end: its purge deletes the segment, its epoch rows and
-	// its epoch ends, and takes its delete record.
+	// And a partition whose delete finished, with a finished segment: its
+	// purge deletes the segment and its epoch rows, and takes its delete
+	// record.
 	deleted := remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "deleted", Partition: 0}
 	deletedSeg := remotestorage.RemoteLogSegmentID{TopicIDPartition: deleted, ID: uuid.New()}
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
@@ -189,13 +190,15 @@ func TestRolesSQL(t *testing.T) {
 		require.NoError(t, admin.QueryRow(ctx, sql, args...).Scan(&n))
 		return n
 	}
-	require.Equal(t, 1, rowsOf("SELECT count(*) FROM rlmm_epoch_ends WHERE topic_id = $1", deleted.TopicID))
+	require.Zero(t, rowsOf("SELECT count(*) FROM rlmm_epoch_ends"), "a write raised an epoch end")
 	purged, err := m.PurgeForgotten(ctx, 0)
 	require.NoError(t, err, "PurgeForgotten as the application role")
 	require.Equal(t, int64(2), purged)
 	require.Zero(t, rowsOf("SELECT count(*) FROM rlmm_segments WHERE segment_id = ANY($1)", []uuid.UUID{forgotten.SegmentID.ID, deletedSeg.ID}))
 	require.Zero(t, rowsOf("SELECT count(*) FROM rlmm_segment_epochs WHERE segment_id = ANY($1)", []uuid.UUID{forgotten.SegmentID.ID, deletedSeg.ID}))
 	require.Zero(t, rowsOf("SELECT count(*) FROM rlmm_epoch_ends WHERE topic_id = $1", deleted.TopicID))
+	require.Equal(t, 1, rowsOf("SELECT count(*) FROM rlmm_epoch_ends WHERE topic_id = $1 AND end_offset = 9", forgotten.SegmentID.TopicIDPartition.TopicID),
+		"the purge of a finished segment keeps its epoch's end")
 	require.Equal(t, 1, rowsOf("SELECT count(*) FROM rlmm_partitions WHERE topic_id = $1 AND delete_state IS NULL", deleted.TopicID),
 		"the purge took the deleted partition's delete record")
 	tp := remotestorage.TopicIDPartition{TopicID: uuid.New(), Topic: "orders", Partition: 0}

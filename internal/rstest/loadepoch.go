@@ -11,8 +11,7 @@ import (
 
 // LoadEpoch stores n finished segments of 90 offsets with gaps of 10 in one
 // partition, all carrying epoch 3 (the first also epoch 2, the last also
-// epoch 4), segment i with MaxTimestampMs 1000*i, plus the epoch ends the
-// COPY_SEGMENT_FINISHED statement would have raised. Autovacuum is off on
+// epoch 4), segment i with MaxTimestampMs 1000*i. Autovacuum is off on
 // the tables, so they stay never analyzed until a test analyzes them.
 func LoadEpoch(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) {
 	t.Helper()
@@ -24,8 +23,8 @@ func LoadEpoch(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) 
 		{`ALTER TABLE rlmm_segments SET (autovacuum_enabled = false)`, []any{}},
 		{`ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false)`, []any{}},
 		{`ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false)`, []any{}},
-		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
-VALUES ($1, $2, $3, 2 * $4::integer, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
+		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span, max_segment_span)
+VALUES ($1, $2, $3, 2 * $4::integer, 89, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
 		{`INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
     added_version, finished_version, last_version)
@@ -41,9 +40,6 @@ SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets
     s.added_version, s.finished_version, s.last_version, s.segment_size_bytes, s.max_timestamp_ms
 FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
 WHERE s.topic_id = $1 AND s.partition = $2`, []any{tp.TopicID, tp.Partition}},
-		{`INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset, max_segment_span, raised_version)
-SELECT topic_id, partition, epoch, max(last_offset), max(segment_end_offset - segment_start_offset), 2 * $3::integer
-FROM rlmm_segment_epochs WHERE topic_id = $1 AND partition = $2 GROUP BY topic_id, partition, epoch`, []any{tp.TopicID, tp.Partition, n}},
 	} {
 		_, err := pool.Exec(t.Context(), st.sql, st.args...)
 		require.NoError(t, err, st.sql)
