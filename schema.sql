@@ -5,6 +5,78 @@
 -- The library creates these objects in the first schema of the connection's
 -- search_path; the dump was taken from a database where that is public.
 
+-- Name: rlmm_count; Type: DOMAIN; Schema: public; Owner: -
+
+CREATE DOMAIN public.rlmm_count AS bigint
+	CONSTRAINT rlmm_count_check CHECK ((VALUE >= 0));
+
+-- Name: DOMAIN rlmm_count; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON DOMAIN public.rlmm_count IS 'A partition''s version or a span of offsets: 0 or more.';
+
+-- Name: rlmm_delete_state; Type: DOMAIN; Schema: public; Owner: -
+
+CREATE DOMAIN public.rlmm_delete_state AS smallint
+	CONSTRAINT rlmm_delete_state_check CHECK ((VALUE = ANY (ARRAY[0, 1, 2])));
+
+-- Name: DOMAIN rlmm_delete_state; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON DOMAIN public.rlmm_delete_state IS 'A partition-delete state (rlmm_partition_delete_states): 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED.';
+
+-- Name: rlmm_epoch; Type: DOMAIN; Schema: public; Owner: -
+
+CREATE DOMAIN public.rlmm_epoch AS integer
+	CONSTRAINT rlmm_epoch_check CHECK ((VALUE >= 0));
+
+-- Name: DOMAIN rlmm_epoch; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON DOMAIN public.rlmm_epoch IS 'A leader epoch: 0 or more.';
+
+-- Name: rlmm_offset; Type: DOMAIN; Schema: public; Owner: -
+
+CREATE DOMAIN public.rlmm_offset AS bigint
+	CONSTRAINT rlmm_offset_check CHECK ((VALUE >= 0));
+
+-- Name: DOMAIN rlmm_offset; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON DOMAIN public.rlmm_offset IS 'A Kafka offset: 0 or more.';
+
+-- Name: rlmm_partition_number; Type: DOMAIN; Schema: public; Owner: -
+
+CREATE DOMAIN public.rlmm_partition_number AS integer
+	CONSTRAINT rlmm_partition_number_check CHECK ((VALUE >= 0));
+
+-- Name: DOMAIN rlmm_partition_number; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON DOMAIN public.rlmm_partition_number IS 'A Kafka partition number: 0 or more.';
+
+-- Name: rlmm_segment_state; Type: DOMAIN; Schema: public; Owner: -
+
+CREATE DOMAIN public.rlmm_segment_state AS smallint
+	CONSTRAINT rlmm_segment_state_check CHECK ((VALUE = ANY (ARRAY[0, 1, 2, 3])));
+
+-- Name: DOMAIN rlmm_segment_state; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON DOMAIN public.rlmm_segment_state IS 'A segment state (rlmm_segment_states): 0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED.';
+
+-- Name: rlmm_size; Type: DOMAIN; Schema: public; Owner: -
+
+CREATE DOMAIN public.rlmm_size AS integer
+	CONSTRAINT rlmm_size_check CHECK ((VALUE >= 0));
+
+-- Name: DOMAIN rlmm_size; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON DOMAIN public.rlmm_size IS 'A segment''s size in bytes: 0 or more.';
+
+-- Name: rlmm_topic_name; Type: DOMAIN; Schema: public; Owner: -
+
+CREATE DOMAIN public.rlmm_topic_name AS text
+	CONSTRAINT rlmm_topic_name_check CHECK ((((length(VALUE) >= 1) AND (length(VALUE) <= 249)) AND (VALUE <> ALL (ARRAY['.'::text, '..'::text])) AND (ltrim(VALUE, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-'::text) = ''::text)));
+
+-- Name: DOMAIN rlmm_topic_name; Type: COMMENT; Schema: public; Owner: -
+
+COMMENT ON DOMAIN public.rlmm_topic_name IS 'A Kafka topic name: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".';
+
 -- Name: rlmm_identity_guard(); Type: FUNCTION; Schema: public; Owner: -
 
 CREATE FUNCTION public.rlmm_identity_guard() RETURNS trigger
@@ -411,9 +483,8 @@ COMMENT ON COLUMN public.rlmm_data_generation.changed_at IS 'When the generation
 CREATE TABLE public.rlmm_epoch_ends (
     topic_id uuid NOT NULL,
     partition integer NOT NULL,
-    epoch integer NOT NULL,
-    end_offset bigint NOT NULL,
-    CONSTRAINT rlmm_epoch_ends_values_check CHECK (((epoch >= 0) AND (end_offset >= 0)))
+    epoch public.rlmm_epoch NOT NULL,
+    end_offset public.rlmm_offset NOT NULL
 );
 
 -- Name: TABLE rlmm_epoch_ends; Type: COMMENT; Schema: public; Owner: -
@@ -478,22 +549,18 @@ COMMENT ON COLUMN public.rlmm_partition_delete_transitions.to_state IS 'Delete s
 
 CREATE TABLE public.rlmm_partitions (
     topic_id uuid NOT NULL,
-    partition integer NOT NULL,
-    topic text NOT NULL,
-    version bigint DEFAULT 0 NOT NULL,
-    max_epoch_span bigint DEFAULT 0 NOT NULL,
-    max_segment_span bigint DEFAULT 0 NOT NULL,
-    delete_state smallint,
+    partition public.rlmm_partition_number NOT NULL,
+    topic public.rlmm_topic_name NOT NULL,
+    version public.rlmm_count DEFAULT 0 NOT NULL,
+    max_epoch_span public.rlmm_count DEFAULT 0 NOT NULL,
+    max_segment_span public.rlmm_count DEFAULT 0 NOT NULL,
+    delete_state public.rlmm_delete_state,
     delete_broker_id integer,
     delete_event_timestamp_ms bigint,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    vanished_version bigint DEFAULT 0 NOT NULL,
-    CONSTRAINT rlmm_partitions_counters_check CHECK (((version >= 0) AND (max_epoch_span >= 0) AND (max_segment_span >= 0) AND (vanished_version >= 0))),
-    CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((((delete_state IS NULL) = (delete_broker_id IS NULL)) AND ((delete_state IS NULL) = (delete_event_timestamp_ms IS NULL)))),
-    CONSTRAINT rlmm_partitions_delete_state_check CHECK ((delete_state = ANY (ARRAY[0, 1, 2]))),
-    CONSTRAINT rlmm_partitions_partition_check CHECK ((partition >= 0)),
-    CONSTRAINT rlmm_partitions_topic_check CHECK ((((length(topic) >= 1) AND (length(topic) <= 249)) AND (topic <> ALL (ARRAY['.'::text, '..'::text])) AND (ltrim(topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-'::text) = ''::text)))
+    vanished_version public.rlmm_count DEFAULT 0 NOT NULL,
+    CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((((delete_state IS NULL) = (delete_broker_id IS NULL)) AND ((delete_state IS NULL) = (delete_event_timestamp_ms IS NULL))))
 )
 WITH (fillfactor='50');
 
@@ -556,14 +623,14 @@ CREATE TABLE public.rlmm_segments (
     partition integer NOT NULL,
     segment_id uuid NOT NULL,
     topic text NOT NULL,
-    start_offset bigint NOT NULL,
+    start_offset public.rlmm_offset NOT NULL,
     end_offset bigint NOT NULL,
     max_timestamp_ms bigint NOT NULL,
     broker_id integer NOT NULL,
     event_timestamp_ms bigint NOT NULL,
-    segment_size_bytes integer NOT NULL,
+    segment_size_bytes public.rlmm_size NOT NULL,
     custom_metadata bytea,
-    state smallint NOT NULL,
+    state public.rlmm_segment_state NOT NULL,
     txn_index_empty boolean NOT NULL,
     epochs integer[] NOT NULL,
     epoch_start_offsets bigint[] NOT NULL,
@@ -572,11 +639,9 @@ CREATE TABLE public.rlmm_segments (
     last_version bigint NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT rlmm_segments_epochs_check CHECK (((cardinality(epochs) >= 1) AND (cardinality(epochs) = cardinality(epoch_start_offsets)) AND (epoch_start_offsets[1] >= start_offset) AND (epoch_start_offsets[cardinality(epoch_start_offsets)] <= end_offset))),
-    CONSTRAINT rlmm_segments_offsets_check CHECK (((0 <= start_offset) AND (start_offset <= end_offset))),
-    CONSTRAINT rlmm_segments_size_check CHECK ((segment_size_bytes >= 0)),
-    CONSTRAINT rlmm_segments_state_check CHECK ((state = ANY (ARRAY[0, 1, 2, 3]))),
-    CONSTRAINT rlmm_segments_versions_check CHECK (((added_version <= last_version) AND ((finished_version IS NULL) OR ((added_version < finished_version) AND (finished_version <= last_version))) AND ((state <> 1) OR (finished_version IS NOT NULL))))
+    CONSTRAINT rlmm_segments_epochs_check CHECK (((cardinality(epochs) >= 1) AND (cardinality(epochs) = cardinality(epoch_start_offsets)) AND (epoch_start_offsets[1] >= (start_offset)::bigint) AND (epoch_start_offsets[cardinality(epoch_start_offsets)] <= end_offset))),
+    CONSTRAINT rlmm_segments_offsets_check CHECK (((start_offset)::bigint <= end_offset)),
+    CONSTRAINT rlmm_segments_versions_check CHECK (((added_version <= last_version) AND ((finished_version IS NULL) OR ((added_version < finished_version) AND (finished_version <= last_version))) AND (((state)::smallint <> 1) OR (finished_version IS NOT NULL))))
 );
 
 -- Name: TABLE rlmm_segments; Type: COMMENT; Schema: public; Owner: -
@@ -684,17 +749,17 @@ CREATE VIEW public.rlmm_partitions_v AS
     p.delete_state AS delete_state_code
    FROM ((public.rlmm_partitions p
      JOIN public.rlmm_partition_delete_states pds ON ((pds.state = COALESCE((p.delete_state)::integer, '-1'::integer))))
-     CROSS JOIN LATERAL ( SELECT count(*) FILTER (WHERE (s.state = 0)) AS copy_started,
-            count(*) FILTER (WHERE (s.state = 1)) AS copy_finished,
-            count(*) FILTER (WHERE (s.state = 2)) AS delete_started,
-            count(*) FILTER (WHERE (s.state = 3)) AS delete_finished,
+     CROSS JOIN LATERAL ( SELECT count(*) FILTER (WHERE ((s.state)::smallint = 0)) AS copy_started,
+            count(*) FILTER (WHERE ((s.state)::smallint = 1)) AS copy_finished,
+            count(*) FILTER (WHERE ((s.state)::smallint = 2)) AS delete_started,
+            count(*) FILTER (WHERE ((s.state)::smallint = 3)) AS delete_finished,
                 CASE
-                    WHEN (NOT (p.delete_state IS DISTINCT FROM 2)) THEN (0)::bigint
-                    ELSE COALESCE(sum(s.segment_size_bytes) FILTER (WHERE (s.state = ANY (ARRAY[0, 1, 2]))), (0)::bigint)
+                    WHEN (NOT ((p.delete_state)::smallint IS DISTINCT FROM 2)) THEN (0)::bigint
+                    ELSE COALESCE(sum((s.segment_size_bytes)::integer) FILTER (WHERE ((s.state)::smallint = ANY (ARRAY[0, 1, 2]))), (0)::bigint)
                 END AS live_bytes,
             max(s.updated_at) AS last_segment_change
            FROM public.rlmm_segments s
-          WHERE ((s.topic_id = p.topic_id) AND (s.partition = p.partition))) c);
+          WHERE ((s.topic_id = p.topic_id) AND (s.partition = (p.partition)::integer))) c);
 
 -- Name: VIEW rlmm_partitions_v; Type: COMMENT; Schema: public; Owner: -
 
@@ -790,10 +855,10 @@ CREATE TABLE public.rlmm_segment_epochs (
     topic_id uuid NOT NULL,
     partition integer NOT NULL,
     segment_id uuid NOT NULL,
-    epoch integer NOT NULL,
+    epoch public.rlmm_epoch NOT NULL,
     first_offset bigint NOT NULL,
     last_offset bigint NOT NULL,
-    state smallint NOT NULL,
+    state public.rlmm_segment_state NOT NULL,
     segment_start_offset bigint NOT NULL,
     segment_end_offset bigint NOT NULL,
     added_version bigint NOT NULL,
@@ -801,9 +866,8 @@ CREATE TABLE public.rlmm_segment_epochs (
     last_version bigint NOT NULL,
     segment_size_bytes integer NOT NULL,
     max_timestamp_ms bigint NOT NULL,
-    CONSTRAINT rlmm_segment_epochs_epoch_check CHECK ((epoch >= 0)),
     CONSTRAINT rlmm_segment_epochs_range_check CHECK (((segment_start_offset <= first_offset) AND (first_offset <= last_offset) AND (last_offset <= segment_end_offset))),
-    CONSTRAINT rlmm_segment_epochs_state_check CHECK (((state = ANY (ARRAY[0, 1, 2, 3])) AND ((state <> 1) OR (finished_version IS NOT NULL))))
+    CONSTRAINT rlmm_segment_epochs_state_check CHECK ((((state)::smallint <> 1) OR (finished_version IS NOT NULL)))
 );
 
 -- Name: TABLE rlmm_segment_epochs; Type: COMMENT; Schema: public; Owner: -
@@ -899,14 +963,14 @@ CREATE VIEW public.rlmm_segment_epochs_v AS
         END AS offset_count,
     e.segment_id,
     st.name AS state,
-    ((e.state = 1) AND (p.delete_state IS DISTINCT FROM 2)) AS answers_lookups,
+    (((e.state)::smallint = 1) AND ((p.delete_state)::smallint IS DISTINCT FROM 2)) AS answers_lookups,
     e.segment_start_offset,
     e.segment_end_offset,
     e.finished_version,
     e.topic_id
    FROM ((public.rlmm_segment_epochs e
-     JOIN public.rlmm_partitions p ON (((p.topic_id = e.topic_id) AND (p.partition = e.partition))))
-     JOIN public.rlmm_segment_states st ON ((st.state = e.state)));
+     JOIN public.rlmm_partitions p ON (((p.topic_id = e.topic_id) AND ((p.partition)::integer = e.partition))))
+     JOIN public.rlmm_segment_states st ON ((st.state = (e.state)::smallint)));
 
 -- Name: VIEW rlmm_segment_epochs_v; Type: COMMENT; Schema: public; Owner: -
 
@@ -990,11 +1054,11 @@ CREATE VIEW public.rlmm_segments_v AS
     s.partition,
     s.segment_id,
     st.name AS state,
-    ((s.state = 3) OR (NOT (p.delete_state IS DISTINCT FROM 2))) AS forgotten,
+    (((s.state)::smallint = 3) OR (NOT ((p.delete_state)::smallint IS DISTINCT FROM 2))) AS forgotten,
     s.start_offset,
     s.end_offset,
         CASE
-            WHEN ((s.end_offset - s.start_offset) < '9223372036854775807'::bigint) THEN ((s.end_offset - s.start_offset) + 1)
+            WHEN ((s.end_offset - (s.start_offset)::bigint) < '9223372036854775807'::bigint) THEN ((s.end_offset - (s.start_offset)::bigint) + 1)
             ELSE NULL::bigint
         END AS offset_count,
     ( SELECT string_agg(((u.epoch || ':'::text) || u.start_offset), ', '::text ORDER BY u.epoch) AS string_agg
@@ -1012,8 +1076,8 @@ CREATE VIEW public.rlmm_segments_v AS
     s.topic_id,
     s.state AS state_code
    FROM (((public.rlmm_segments s
-     JOIN public.rlmm_partitions p ON (((p.topic_id = s.topic_id) AND (p.partition = s.partition))))
-     JOIN public.rlmm_segment_states st ON ((st.state = s.state)))
+     JOIN public.rlmm_partitions p ON (((p.topic_id = s.topic_id) AND ((p.partition)::integer = s.partition))))
+     JOIN public.rlmm_segment_states st ON ((st.state = (s.state)::smallint)))
      JOIN public.rlmm_partition_delete_states pds ON ((pds.state = COALESCE((p.delete_state)::integer, '-1'::integer))));
 
 -- Name: VIEW rlmm_segments_v; Type: COMMENT; Schema: public; Owner: -
@@ -1122,9 +1186,9 @@ CREATE VIEW public.rlmm_stuck_v AS
     s.topic_id,
     s.state AS state_code
    FROM ((public.rlmm_segments s
-     JOIN public.rlmm_partitions p ON (((p.topic_id = s.topic_id) AND (p.partition = s.partition))))
-     JOIN public.rlmm_segment_states st ON ((st.state = s.state)))
-  WHERE ((s.state = ANY (ARRAY[0, 2])) AND (p.delete_state IS DISTINCT FROM 2))
+     JOIN public.rlmm_partitions p ON (((p.topic_id = s.topic_id) AND ((p.partition)::integer = s.partition))))
+     JOIN public.rlmm_segment_states st ON ((st.state = (s.state)::smallint)))
+  WHERE (((s.state)::smallint = ANY (ARRAY[0, 2])) AND ((p.delete_state)::smallint IS DISTINCT FROM 2))
 UNION ALL
  SELECT 'partition'::text AS kind,
     p.topic,
@@ -1141,8 +1205,8 @@ UNION ALL
     p.topic_id,
     p.delete_state AS state_code
    FROM (public.rlmm_partitions p
-     JOIN public.rlmm_partition_delete_states pds ON ((pds.state = p.delete_state)))
-  WHERE (p.delete_state = ANY (ARRAY[0, 1]));
+     JOIN public.rlmm_partition_delete_states pds ON ((pds.state = (p.delete_state)::smallint)))
+  WHERE ((p.delete_state)::smallint = ANY (ARRAY[0, 1]));
 
 -- Name: VIEW rlmm_stuck_v; Type: COMMENT; Schema: public; Owner: -
 
@@ -1266,7 +1330,7 @@ ALTER TABLE ONLY public.rlmm_segments
 
 -- Name: rlmm_partitions_deleted_idx; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX rlmm_partitions_deleted_idx ON public.rlmm_partitions USING btree (topic_id, partition) WHERE (delete_state = 2);
+CREATE INDEX rlmm_partitions_deleted_idx ON public.rlmm_partitions USING btree (topic_id, partition) WHERE ((delete_state)::smallint = 2);
 
 -- Name: INDEX rlmm_partitions_deleted_idx; Type: COMMENT; Schema: public; Owner: -
 
@@ -1274,7 +1338,7 @@ COMMENT ON INDEX public.rlmm_partitions_deleted_idx IS 'The partitions in DELETE
 
 -- Name: rlmm_partitions_deleting_idx; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX rlmm_partitions_deleting_idx ON public.rlmm_partitions USING btree (delete_state) WHERE (delete_state = ANY (ARRAY[0, 1]));
+CREATE INDEX rlmm_partitions_deleting_idx ON public.rlmm_partitions USING btree (delete_state) WHERE ((delete_state)::smallint = ANY (ARRAY[0, 1]));
 
 -- Name: rlmm_partitions_topic_idx; Type: INDEX; Schema: public; Owner: -
 
@@ -1290,15 +1354,15 @@ COMMENT ON INDEX public.rlmm_segment_epochs_ends_idx IS 'The ranges of segments 
 
 -- Name: rlmm_segment_epochs_highest_idx; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX rlmm_segment_epochs_highest_idx ON public.rlmm_segment_epochs USING btree (topic_id, partition, epoch, segment_end_offset) WHERE (state = 1);
+CREATE INDEX rlmm_segment_epochs_highest_idx ON public.rlmm_segment_epochs USING btree (topic_id, partition, epoch, segment_end_offset) WHERE ((state)::smallint = 1);
 
 -- Name: rlmm_segment_epochs_list_idx; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX rlmm_segment_epochs_list_idx ON public.rlmm_segment_epochs USING btree (topic_id, partition, epoch, segment_start_offset, added_version) WHERE (state = ANY (ARRAY[0, 1, 2]));
+CREATE INDEX rlmm_segment_epochs_list_idx ON public.rlmm_segment_epochs USING btree (topic_id, partition, epoch, segment_start_offset, added_version) WHERE ((state)::smallint = ANY (ARRAY[0, 1, 2]));
 
 -- Name: rlmm_segment_epochs_lookup_idx; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX rlmm_segment_epochs_lookup_idx ON public.rlmm_segment_epochs USING btree (topic_id, partition, epoch, first_offset, finished_version) INCLUDE (last_offset, segment_id) WHERE (state = 1);
+CREATE INDEX rlmm_segment_epochs_lookup_idx ON public.rlmm_segment_epochs USING btree (topic_id, partition, epoch, first_offset, finished_version) INCLUDE (last_offset, segment_id) WHERE ((state)::smallint = 1);
 
 -- Name: rlmm_segments_changes_idx; Type: INDEX; Schema: public; Owner: -
 
@@ -1306,7 +1370,7 @@ CREATE INDEX rlmm_segments_changes_idx ON public.rlmm_segments USING btree (topi
 
 -- Name: rlmm_segments_forgotten_idx; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX rlmm_segments_forgotten_idx ON public.rlmm_segments USING btree (updated_at) WHERE (state = 3);
+CREATE INDEX rlmm_segments_forgotten_idx ON public.rlmm_segments USING btree (updated_at) WHERE ((state)::smallint = 3);
 
 -- Name: INDEX rlmm_segments_forgotten_idx; Type: COMMENT; Schema: public; Owner: -
 
@@ -1314,11 +1378,11 @@ COMMENT ON INDEX public.rlmm_segments_forgotten_idx IS 'The segments in DELETE_S
 
 -- Name: rlmm_segments_in_flight_idx; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX rlmm_segments_in_flight_idx ON public.rlmm_segments USING btree (updated_at) WHERE (state = ANY (ARRAY[0, 2]));
+CREATE INDEX rlmm_segments_in_flight_idx ON public.rlmm_segments USING btree (updated_at) WHERE ((state)::smallint = ANY (ARRAY[0, 2]));
 
 -- Name: rlmm_segments_list_idx; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX rlmm_segments_list_idx ON public.rlmm_segments USING btree (topic_id, partition, start_offset, added_version) WHERE (state = ANY (ARRAY[0, 1, 2]));
+CREATE INDEX rlmm_segments_list_idx ON public.rlmm_segments USING btree (topic_id, partition, start_offset, added_version) WHERE ((state)::smallint = ANY (ARRAY[0, 1, 2]));
 
 -- Name: rlmm_segments_segment_id_key; Type: INDEX; Schema: public; Owner: -
 
@@ -1326,7 +1390,7 @@ CREATE UNIQUE INDEX rlmm_segments_segment_id_key ON public.rlmm_segments USING b
 
 -- Name: rlmm_partitions rlmm_partitions_delete_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_partitions_delete_state_guard BEFORE UPDATE OF delete_state ON public.rlmm_partitions FOR EACH ROW WHEN (((old.delete_state IS DISTINCT FROM new.delete_state) AND (NOT (old.version IS DISTINCT FROM new.version)))) EXECUTE FUNCTION public.rlmm_state_guard();
+CREATE TRIGGER rlmm_partitions_delete_state_guard BEFORE UPDATE OF delete_state ON public.rlmm_partitions FOR EACH ROW WHEN ((((old.delete_state)::smallint IS DISTINCT FROM (new.delete_state)::smallint) AND (NOT ((old.version)::bigint IS DISTINCT FROM (new.version)::bigint)))) EXECUTE FUNCTION public.rlmm_state_guard();
 
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_identity; Type: TRIGGER; Schema: public; Owner: -
 
@@ -1334,7 +1398,7 @@ CREATE TRIGGER rlmm_segment_epochs_identity BEFORE UPDATE OF topic_id, partition
 
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_segment_epochs_state_guard BEFORE UPDATE OF state ON public.rlmm_segment_epochs FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_state_guard();
+CREATE TRIGGER rlmm_segment_epochs_state_guard BEFORE UPDATE OF state ON public.rlmm_segment_epochs FOR EACH ROW WHEN ((((old.state)::smallint IS DISTINCT FROM (new.state)::smallint) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_state_guard();
 
 -- Name: rlmm_segments rlmm_segments_identity; Type: TRIGGER; Schema: public; Owner: -
 
@@ -1342,7 +1406,7 @@ CREATE TRIGGER rlmm_segments_identity BEFORE UPDATE OF topic_id, partition, segm
 
 -- Name: rlmm_segments rlmm_segments_state_guard; Type: TRIGGER; Schema: public; Owner: -
 
-CREATE TRIGGER rlmm_segments_state_guard BEFORE UPDATE OF state ON public.rlmm_segments FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_state_guard();
+CREATE TRIGGER rlmm_segments_state_guard BEFORE UPDATE OF state ON public.rlmm_segments FOR EACH ROW WHEN ((((old.state)::smallint IS DISTINCT FROM (new.state)::smallint) AND (NOT (old.last_version IS DISTINCT FROM new.last_version)))) EXECUTE FUNCTION public.rlmm_state_guard();
 
 -- Name: rlmm_segment_epochs rlmm_segment_epochs_segment_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 

@@ -500,8 +500,9 @@ func backendCPU(b *testing.B, pid int32) time.Duration {
 const dropForeignKey = `
 ALTER TABLE rlmm_segment_epochs DROP CONSTRAINT rlmm_segment_epochs_segment_fkey;`
 
-// dropChecks drops the data tables' CHECK constraints (every row rule),
-// for the variants that measure what they cost.
+// dropChecks drops the data tables' CHECK constraints and those of their
+// columns' domains (every row rule), for the variants that measure what
+// they cost.
 const dropChecks = `
 DO $$
 DECLARE c record;
@@ -511,8 +512,40 @@ BEGIN
                                                   'rlmm_segment_epochs'::regclass, 'rlmm_epoch_ends'::regclass) LOOP
         EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.tbl, c.conname);
     END LOOP;
+    FOR c IN SELECT contypid::regtype AS typ, conname FROM pg_constraint
+             WHERE contype = 'c' AND contypid::regtype::text LIKE 'rlmm\_%' LOOP
+        EXECUTE format('ALTER DOMAIN %s DROP CONSTRAINT %I', c.typ, c.conname);
+    END LOOP;
 END
 $$;`
+
+// tableChecks puts every row rule back as a CHECK constraint of its table,
+// one per rule, the single-value rules included (none on a domain): what
+// the domains save.
+const tableChecks = dropChecks + `
+ALTER TABLE rlmm_partitions ADD CONSTRAINT rlmm_partitions_partition_check CHECK (partition >= 0),
+    ADD CONSTRAINT rlmm_partitions_topic_check CHECK (length(topic) BETWEEN 1 AND 249 AND topic NOT IN ('.', '..')
+        AND ltrim(topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = ''),
+    ADD CONSTRAINT rlmm_partitions_counters_check CHECK (version >= 0 AND max_epoch_span >= 0 AND max_segment_span >= 0
+        AND vanished_version >= 0),
+    ADD CONSTRAINT rlmm_partitions_delete_state_check CHECK (delete_state IN (0, 1, 2)),
+    ADD CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((delete_state IS NULL) = (delete_broker_id IS NULL)
+        AND (delete_state IS NULL) = (delete_event_timestamp_ms IS NULL));
+ALTER TABLE rlmm_segments ADD CONSTRAINT rlmm_segments_state_check CHECK (state IN (0, 1, 2, 3)),
+    ADD CONSTRAINT rlmm_segments_offsets_check CHECK (0 <= start_offset AND start_offset <= end_offset),
+    ADD CONSTRAINT rlmm_segments_size_check CHECK (segment_size_bytes >= 0),
+    ADD CONSTRAINT rlmm_segments_versions_check CHECK (added_version <= last_version
+        AND (finished_version IS NULL OR (added_version < finished_version AND finished_version <= last_version))
+        AND (state <> 1 OR finished_version IS NOT NULL)),
+    ADD CONSTRAINT rlmm_segments_epochs_check CHECK (cardinality(epochs) >= 1
+        AND cardinality(epochs) = cardinality(epoch_start_offsets)
+        AND epoch_start_offsets[1] >= start_offset
+        AND epoch_start_offsets[cardinality(epoch_start_offsets)] <= end_offset);
+ALTER TABLE rlmm_segment_epochs ADD CONSTRAINT rlmm_segment_epochs_epoch_check CHECK (epoch >= 0),
+    ADD CONSTRAINT rlmm_segment_epochs_state_check CHECK (state IN (0, 1, 2, 3) AND (state <> 1 OR finished_version IS NOT NULL)),
+    ADD CONSTRAINT rlmm_segment_epochs_range_check CHECK (segment_start_offset <= first_offset AND first_offset <= last_offset
+        AND last_offset <= segment_end_offset);
+ALTER TABLE rlmm_epoch_ends ADD CONSTRAINT rlmm_epoch_ends_values_check CHECK (epoch >= 0 AND end_offset >= 0);`
 
 // oneCheckPerTable replaces each data table's CHECK constraints with one
 // that ANDs their expressions: what the number of constraints costs.
@@ -545,6 +578,7 @@ ANALYZE bench_raw;`
 	noChecks := writeFloorDatabase(b, raw+dropChecks)
 	noKeyNoChecks := writeFloorDatabase(b, raw+dropForeignKey+dropChecks)
 	oneCheck := writeFloorDatabase(b, raw+oneCheckPerTable)
+	tableRules := writeFloorDatabase(b, raw+tableChecks)
 	bare := writeFloorDatabase(b, raw+`
 CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);`)
 	oneRow := writeFloorDatabase(b, protoSchema(false))
@@ -563,6 +597,7 @@ ALTER TABLE p_segments DROP CONSTRAINT p_segments_valid;`)
 		{"library without the CHECK constraints", noChecks, libraryAddFinish},
 		{"library without the foreign key and the CHECKs", noKeyNoChecks, libraryAddFinish},
 		{"library with one CHECK per table", oneCheck, libraryAddFinish},
+		{"library with every rule a CHECK of its table", tableRules, libraryAddFinish},
 		{"bare segments table", bare, bareAddFinish},
 		{"one row", oneRow, protoAddFinish(false)},
 		{"one row HOT", oneRowHOT, protoAddFinish(true)},

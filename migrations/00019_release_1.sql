@@ -15,10 +15,15 @@
 --
 -- What is here, and why:
 --   - the data tables' rules are plain CHECK constraints and a real
---     foreign key: each epoch row names its segment by segment_id, which
---     rlmm_segments_segment_id_key answers, and goes with it (ON DELETE
---     CASCADE, which the epoch rows' primary key (segment_id, epoch)
---     answers);
+--     foreign key. A rule of one value is the CHECK of a domain, the
+--     column's type (rlmm_offset, ...): PostgreSQL plans a domain's check
+--     once per connection and an UPDATE checks only the columns it sets,
+--     where a table's CHECK is planned again by every statement that
+--     writes the table and checked for every row it writes. A rule over
+--     several columns is a table CHECK. Each epoch row names its segment by
+--     segment_id, which rlmm_segments_segment_id_key answers, and goes with
+--     it (ON DELETE CASCADE, which the epoch rows' primary key
+--     (segment_id, epoch) answers);
 --   - the library's writes do all their bookkeeping (versions, epoch rows,
 --     notifications) in their own statements, and so do the repair
 --     functions;
@@ -119,26 +124,39 @@ COMMENT ON TABLE rlmm_partition_delete_transitions IS 'The partition-delete tran
 COMMENT ON COLUMN rlmm_partition_delete_transitions.from_state IS 'Delete state the partition is in (rlmm_partition_delete_states; -1 none).';
 COMMENT ON COLUMN rlmm_partition_delete_transitions.to_state IS 'Delete state it may move to (rlmm_partition_delete_states).';
 
+-- The rules of one value, each a domain's CHECK (see the top).
+CREATE DOMAIN rlmm_partition_number AS integer CONSTRAINT rlmm_partition_number_check CHECK (VALUE >= 0);
+COMMENT ON DOMAIN rlmm_partition_number IS 'A Kafka partition number: 0 or more.';
+CREATE DOMAIN rlmm_topic_name AS text CONSTRAINT rlmm_topic_name_check CHECK (length(VALUE) BETWEEN 1 AND 249
+    AND VALUE NOT IN ('.', '..') AND ltrim(VALUE, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = '');
+COMMENT ON DOMAIN rlmm_topic_name IS 'A Kafka topic name: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".';
+CREATE DOMAIN rlmm_count AS bigint CONSTRAINT rlmm_count_check CHECK (VALUE >= 0);
+COMMENT ON DOMAIN rlmm_count IS 'A partition''s version or a span of offsets: 0 or more.';
+CREATE DOMAIN rlmm_offset AS bigint CONSTRAINT rlmm_offset_check CHECK (VALUE >= 0);
+COMMENT ON DOMAIN rlmm_offset IS 'A Kafka offset: 0 or more.';
+CREATE DOMAIN rlmm_epoch AS integer CONSTRAINT rlmm_epoch_check CHECK (VALUE >= 0);
+COMMENT ON DOMAIN rlmm_epoch IS 'A leader epoch: 0 or more.';
+CREATE DOMAIN rlmm_size AS integer CONSTRAINT rlmm_size_check CHECK (VALUE >= 0);
+COMMENT ON DOMAIN rlmm_size IS 'A segment''s size in bytes: 0 or more.';
+CREATE DOMAIN rlmm_segment_state AS smallint CONSTRAINT rlmm_segment_state_check CHECK (VALUE IN (0, 1, 2, 3));
+COMMENT ON DOMAIN rlmm_segment_state IS 'A segment state (rlmm_segment_states): 0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED.';
+CREATE DOMAIN rlmm_delete_state AS smallint CONSTRAINT rlmm_delete_state_check CHECK (VALUE IN (0, 1, 2));
+COMMENT ON DOMAIN rlmm_delete_state IS 'A partition-delete state (rlmm_partition_delete_states): 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED.';
+
 CREATE TABLE rlmm_partitions (
     topic_id                  uuid NOT NULL,
-    partition                 integer NOT NULL,
-    topic                     text NOT NULL,
-    version                   bigint NOT NULL DEFAULT 0,
-    max_epoch_span            bigint NOT NULL DEFAULT 0,
-    max_segment_span          bigint NOT NULL DEFAULT 0,
-    delete_state              smallint,
+    partition                 rlmm_partition_number NOT NULL,
+    topic                     rlmm_topic_name NOT NULL,
+    version                   rlmm_count NOT NULL DEFAULT 0,
+    max_epoch_span            rlmm_count NOT NULL DEFAULT 0,
+    max_segment_span          rlmm_count NOT NULL DEFAULT 0,
+    delete_state              rlmm_delete_state,
     delete_broker_id          integer,
     delete_event_timestamp_ms bigint,
     created_at                timestamptz NOT NULL DEFAULT now(),
     updated_at                timestamptz NOT NULL DEFAULT now(),
-    vanished_version          bigint NOT NULL DEFAULT 0,
+    vanished_version          rlmm_count NOT NULL DEFAULT 0,
     PRIMARY KEY (topic_id, partition),
-    CONSTRAINT rlmm_partitions_partition_check CHECK (partition >= 0),
-    CONSTRAINT rlmm_partitions_topic_check CHECK (length(topic) BETWEEN 1 AND 249 AND topic NOT IN ('.', '..')
-        AND ltrim(topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = ''),
-    CONSTRAINT rlmm_partitions_counters_check CHECK (version >= 0 AND max_epoch_span >= 0 AND max_segment_span >= 0
-        AND vanished_version >= 0),
-    CONSTRAINT rlmm_partitions_delete_state_check CHECK (delete_state IN (0, 1, 2)),
     CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((delete_state IS NULL) = (delete_broker_id IS NULL)
         AND (delete_state IS NULL) = (delete_event_timestamp_ms IS NULL))
 ) WITH (fillfactor = 50);
@@ -165,14 +183,14 @@ CREATE TABLE rlmm_segments (
     partition           integer NOT NULL,
     segment_id          uuid NOT NULL,
     topic               text NOT NULL,
-    start_offset        bigint NOT NULL,
+    start_offset        rlmm_offset NOT NULL,
     end_offset          bigint NOT NULL,
     max_timestamp_ms    bigint NOT NULL,
     broker_id           integer NOT NULL,
     event_timestamp_ms  bigint NOT NULL,
-    segment_size_bytes  integer NOT NULL,
+    segment_size_bytes  rlmm_size NOT NULL,
     custom_metadata     bytea,
-    state               smallint NOT NULL,
+    state               rlmm_segment_state NOT NULL,
     txn_index_empty     boolean NOT NULL,
     epochs              integer[] NOT NULL,
     epoch_start_offsets bigint[] NOT NULL,
@@ -182,9 +200,7 @@ CREATE TABLE rlmm_segments (
     created_at          timestamptz NOT NULL DEFAULT now(),
     updated_at          timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (topic_id, partition, segment_id),
-    CONSTRAINT rlmm_segments_state_check CHECK (state IN (0, 1, 2, 3)),
-    CONSTRAINT rlmm_segments_offsets_check CHECK (0 <= start_offset AND start_offset <= end_offset),
-    CONSTRAINT rlmm_segments_size_check CHECK (segment_size_bytes >= 0),
+    CONSTRAINT rlmm_segments_offsets_check CHECK (start_offset <= end_offset),
     CONSTRAINT rlmm_segments_versions_check CHECK (added_version <= last_version
         AND (finished_version IS NULL OR (added_version < finished_version AND finished_version <= last_version))
         AND (state <> 1 OR finished_version IS NOT NULL)),
@@ -225,10 +241,10 @@ CREATE TABLE rlmm_segment_epochs (
     topic_id             uuid NOT NULL,
     partition            integer NOT NULL,
     segment_id           uuid NOT NULL,
-    epoch                integer NOT NULL,
+    epoch                rlmm_epoch NOT NULL,
     first_offset         bigint NOT NULL,
     last_offset          bigint NOT NULL,
-    state                smallint NOT NULL,
+    state                rlmm_segment_state NOT NULL,
     segment_start_offset bigint NOT NULL,
     segment_end_offset   bigint NOT NULL,
     added_version        bigint NOT NULL,
@@ -237,8 +253,7 @@ CREATE TABLE rlmm_segment_epochs (
     segment_size_bytes   integer NOT NULL,
     max_timestamp_ms     bigint NOT NULL,
     PRIMARY KEY (segment_id, epoch),
-    CONSTRAINT rlmm_segment_epochs_epoch_check CHECK (epoch >= 0),
-    CONSTRAINT rlmm_segment_epochs_state_check CHECK (state IN (0, 1, 2, 3) AND (state <> 1 OR finished_version IS NOT NULL)),
+    CONSTRAINT rlmm_segment_epochs_state_check CHECK (state <> 1 OR finished_version IS NOT NULL),
     CONSTRAINT rlmm_segment_epochs_range_check CHECK (segment_start_offset <= first_offset AND first_offset <= last_offset
         AND last_offset <= segment_end_offset)
 );
@@ -274,10 +289,9 @@ COMMENT ON COLUMN rlmm_segment_epochs.max_timestamp_ms IS 'Copy of the segment''
 CREATE TABLE rlmm_epoch_ends (
     topic_id   uuid NOT NULL,
     partition  integer NOT NULL,
-    epoch      integer NOT NULL,
-    end_offset bigint NOT NULL,
-    PRIMARY KEY (topic_id, partition, epoch),
-    CONSTRAINT rlmm_epoch_ends_values_check CHECK (epoch >= 0 AND end_offset >= 0)
+    epoch      rlmm_epoch NOT NULL,
+    end_offset rlmm_offset NOT NULL,
+    PRIMARY KEY (topic_id, partition, epoch)
 );
 COMMENT ON TABLE rlmm_epoch_ends IS 'Per partition and leader epoch, the largest end offset of the epoch''s range in a segment that had finished copying and that rlmm_purge_round has since deleted. EpochEndOffset answers the greater of it and the finished epoch rows still stored (rlmm_segment_epochs_ends_idx). Raised only by the purge, never lowered; taken by the purge of the partition''s delete.';
 COMMENT ON COLUMN rlmm_epoch_ends.topic_id IS 'Kafka topic id.';
@@ -932,6 +946,8 @@ $pre_release$;
 DROP VIEW rlmm_segments_v, rlmm_segment_epochs_v, rlmm_partitions_v, rlmm_stuck_v;
 DROP TABLE rlmm_epoch_ends, rlmm_segment_epochs, rlmm_segments, rlmm_partitions, rlmm_data_generation,
     rlmm_segment_states, rlmm_segment_transitions, rlmm_partition_delete_states, rlmm_partition_delete_transitions;
+DROP DOMAIN rlmm_partition_number, rlmm_topic_name, rlmm_count, rlmm_offset, rlmm_epoch, rlmm_size,
+    rlmm_segment_state, rlmm_delete_state;
 DROP FUNCTION rlmm_purge(interval, integer), rlmm_purge_round(interval, integer), rlmm_resync(),
     rlmm_set_partition_delete_state(uuid, integer, text, integer, bigint), rlmm_set_segment_state(uuid, text, integer, bigint),
     rlmm_state_guard(), rlmm_identity_guard();

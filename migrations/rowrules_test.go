@@ -22,9 +22,9 @@ import (
 	"github.com/krabka/remotestorage/internal/rstest"
 )
 
-// Every rule of a row is a CHECK constraint of its table: a DBA's write
-// that breaks one is refused with SQLSTATE 23514 and the constraint's name
-// (PgError.ConstraintName). Each rule is broken here, alone, by a plain
+// Every rule of a row is a CHECK constraint, of its table or of a column's
+// domain: a DBA's write that breaks one is refused with SQLSTATE 23514 and
+// the constraint's name (PgError.ConstraintName). Each rule is broken here, alone, by a plain
 // UPDATE of a row the library wrote (an UPDATE of a state stamps a new
 // version, so that the state guard lets it through to the rule), and once
 // by an INSERT; every CHECK constraint of the data tables has a case.
@@ -34,23 +34,26 @@ func TestRowRulesNameTheBrokenRule(t *testing.T) {
 	cases := []struct {
 		rule, table, set string
 	}{
-		{"rlmm_partitions_partition_check", "rlmm_partitions", "partition = -1"},
-		{"rlmm_partitions_topic_check", "rlmm_partitions", "topic = 'a b'"},
-		{"rlmm_partitions_topic_check", "rlmm_partitions", "topic = '..'"},
-		{"rlmm_partitions_topic_check", "rlmm_partitions", "topic = ''"},
-		{"rlmm_partitions_topic_check", "rlmm_partitions", "topic = repeat('a', 250)"},
-		{"rlmm_partitions_counters_check", "rlmm_partitions", "version = -1"},
-		{"rlmm_partitions_counters_check", "rlmm_partitions", "max_epoch_span = -5"},
-		{"rlmm_partitions_counters_check", "rlmm_partitions", "max_segment_span = -1"},
-		{"rlmm_partitions_counters_check", "rlmm_partitions", "vanished_version = -1"},
-		{"rlmm_partitions_delete_state_check", "rlmm_partitions",
+		{"rlmm_partition_number_check", "rlmm_partitions", "partition = -1"},
+		{"rlmm_topic_name_check", "rlmm_partitions", "topic = 'a b'"},
+		{"rlmm_topic_name_check", "rlmm_partitions", "topic = '..'"},
+		{"rlmm_topic_name_check", "rlmm_partitions", "topic = ''"},
+		{"rlmm_topic_name_check", "rlmm_partitions", "topic = repeat('a', 250)"},
+		{"rlmm_count_check", "rlmm_partitions", "version = -1"},
+		{"rlmm_count_check", "rlmm_partitions", "max_epoch_span = -5"},
+		{"rlmm_count_check", "rlmm_partitions", "max_segment_span = -1"},
+		{"rlmm_count_check", "rlmm_partitions", "vanished_version = -1"},
+		{"rlmm_delete_state_check", "rlmm_partitions",
 			"delete_state = 9, delete_broker_id = 1, delete_event_timestamp_ms = 1, version = version + 1"},
 		{"rlmm_partitions_delete_fields_check", "rlmm_partitions", "delete_broker_id = 1"},
 		{"rlmm_partitions_delete_fields_check", "rlmm_partitions",
 			"delete_state = 0, delete_broker_id = 1, version = version + 1"},
-		{"rlmm_segments_state_check", "rlmm_segments", "state = 7, last_version = last_version + 1"},
-		{"rlmm_segments_offsets_check", "rlmm_segments", "start_offset = -1"},
-		{"rlmm_segments_size_check", "rlmm_segments", "segment_size_bytes = -1"},
+		{"rlmm_segment_state_check", "rlmm_segments", "state = 7, last_version = last_version + 1"},
+		{"rlmm_offset_check", "rlmm_segments", "start_offset = -1"},
+		// Epochs whose starts lie in the segment only because they are
+		// out of order: the end before the start is what is wrong.
+		{"rlmm_segments_offsets_check", "rlmm_segments", "start_offset = 40, end_offset = 20, epochs = '{0, 1}', epoch_start_offsets = '{50, 10}'"},
+		{"rlmm_size_check", "rlmm_segments", "segment_size_bytes = -1"},
 		{"rlmm_segments_versions_check", "rlmm_segments", "added_version = last_version + 1"},
 		{"rlmm_segments_versions_check", "rlmm_segments", "finished_version = last_version + 1"},
 		{"rlmm_segments_versions_check", "rlmm_segments", "finished_version = NULL"},
@@ -58,14 +61,14 @@ func TestRowRulesNameTheBrokenRule(t *testing.T) {
 		{"rlmm_segments_epochs_check", "rlmm_segments", "epoch_start_offsets = '{0}'"},
 		{"rlmm_segments_epochs_check", "rlmm_segments", "epoch_start_offsets = '{-5, 20}'"},
 		{"rlmm_segments_epochs_check", "rlmm_segments", "epoch_start_offsets = '{0, 200}'"},
-		{"rlmm_segment_epochs_epoch_check", "rlmm_segment_epochs", "epoch = -1"},
-		{"rlmm_segment_epochs_state_check", "rlmm_segment_epochs", "state = 7, last_version = last_version + 1"},
+		{"rlmm_epoch_check", "rlmm_segment_epochs", "epoch = -1"},
+		{"rlmm_segment_state_check", "rlmm_segment_epochs", "state = 7, last_version = last_version + 1"},
 		{"rlmm_segment_epochs_state_check", "rlmm_segment_epochs", "finished_version = NULL"},
 		{"rlmm_segment_epochs_range_check", "rlmm_segment_epochs", "last_offset = 500"},
 		{"rlmm_segment_epochs_range_check", "rlmm_segment_epochs", "first_offset = last_offset + 1"},
 		{"rlmm_segment_epochs_range_check", "rlmm_segment_epochs", "segment_start_offset = 1"},
-		{"rlmm_epoch_ends_values_check", "rlmm_epoch_ends", "epoch = -1"},
-		{"rlmm_epoch_ends_values_check", "rlmm_epoch_ends", "end_offset = -1"},
+		{"rlmm_epoch_check", "rlmm_epoch_ends", "epoch = -1"},
+		{"rlmm_offset_check", "rlmm_epoch_ends", "end_offset = -1"},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
@@ -103,18 +106,20 @@ func TestRowRulesNameTheBrokenRule(t *testing.T) {
 	_, err := f.pool.Exec(t.Context(), `
 		INSERT INTO rlmm_partitions (topic_id, partition, topic, delete_state, delete_broker_id, delete_event_timestamp_ms)
 		VALUES (gen_random_uuid(), 0, 'orders', 9, 1, 1)`)
-	requireCheckViolation(t, err, "rlmm_partitions", "rlmm_partitions_delete_state_check")
+	requireCheckViolation(t, err, "rlmm_partitions", "rlmm_delete_state_check")
 	_, err = f.pool.Exec(t.Context(), `
 		INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
 		    segment_start_offset, segment_end_offset, added_version, last_version, segment_size_bytes, max_timestamp_ms)
 		VALUES ($1, $2, $3, 5, 0, 9, 7, 0, 99, 1, 1, 1024, 0)`, id.TopicIDPartition.TopicID, id.TopicIDPartition.Partition, id.ID)
-	requireCheckViolation(t, err, "rlmm_segment_epochs", "rlmm_segment_epochs_state_check")
+	requireCheckViolation(t, err, "rlmm_segment_epochs", "rlmm_segment_state_check")
 
-	// Every CHECK constraint of the data tables has a case above.
+	// Every CHECK constraint of the data tables and of their columns'
+	// domains has a case above.
 	rows, err := f.pool.Query(t.Context(), `
 		SELECT conname::text FROM pg_constraint
-		WHERE contype = 'c' AND conrelid IN ('rlmm_partitions'::regclass, 'rlmm_segments'::regclass,
-		                                     'rlmm_segment_epochs'::regclass, 'rlmm_epoch_ends'::regclass)`)
+		WHERE contype = 'c' AND (conrelid = ANY($1::regclass[])
+		   OR contypid IN (SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = ANY($1::regclass[])))`,
+		[]string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs", "rlmm_epoch_ends"})
 	require.NoError(t, err)
 	constraints, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -122,11 +127,19 @@ func TestRowRulesNameTheBrokenRule(t *testing.T) {
 }
 
 // requireCheckViolation checks that err is PostgreSQL's refusal of a row of
-// table that breaks the CHECK constraint rule.
+// table that breaks the CHECK constraint rule: the table's own (named
+// <table>_..._check), or that of a column's domain (<domain>_check), which
+// names the domain and not the table.
 func requireCheckViolation(t *testing.T, err error, table, rule string) {
 	t.Helper()
-	requireGuardError(t, err, rule, fmt.Sprintf(`new row for relation "%s" violates check constraint "%s"`, table, rule))
 	var pgErr *pgconn.PgError
+	if domain, ok := strings.CutSuffix(rule, "_check"); ok && !strings.HasPrefix(rule, table+"_") {
+		requireGuardError(t, err, rule, fmt.Sprintf(`value for domain %s violates check constraint "%s"`, domain, rule))
+		require.True(t, errors.As(err, &pgErr))
+		require.Equal(t, domain, pgErr.DataTypeName, pgErr.Message)
+		return
+	}
+	requireGuardError(t, err, rule, fmt.Sprintf(`new row for relation "%s" violates check constraint "%s"`, table, rule))
 	require.True(t, errors.As(err, &pgErr))
 	require.Equal(t, table, pgErr.TableName, pgErr.Message)
 }
