@@ -72,7 +72,8 @@ ANALYZE bench_raw;
 		oneRowXidNoRule := writeFloorDatabase(b, protoXidSchema()+`;
 ALTER TABLE p_segments DROP CONSTRAINT p_segments_valid;`)
 		bare := writeFloorDatabase(b, `
-CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);`)
+CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
+` + bareTypes + ``)
 		for _, v := range []struct {
 			name string
 			dsn  string
@@ -580,7 +581,8 @@ ANALYZE bench_raw;`
 	oneCheck := writeFloorDatabase(b, raw+oneCheckPerTable)
 	tableRules := writeFloorDatabase(b, raw+tableChecks)
 	bare := writeFloorDatabase(b, raw+`
-CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);`)
+CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
+` + bareTypes + ``)
 	oneRow := writeFloorDatabase(b, protoSchema(false))
 	oneRowHOT := writeFloorDatabase(b, protoSchema(true))
 	oneRowXid := writeFloorDatabase(b, protoXidSchema())
