@@ -73,7 +73,7 @@ ANALYZE bench_raw;
 ALTER TABLE p_segments DROP CONSTRAINT p_segments_valid;`)
 		bare := writeFloorDatabase(b, `
 CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
-` + bareTypes + ``)
+`+bareTypes+``)
 		for _, v := range []struct {
 			name string
 			dsn  string
@@ -582,7 +582,7 @@ ANALYZE bench_raw;`
 	tableRules := writeFloorDatabase(b, raw+tableChecks)
 	bare := writeFloorDatabase(b, raw+`
 CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
-` + bareTypes + ``)
+`+bareTypes+``)
 	oneRow := writeFloorDatabase(b, protoSchema(false))
 	oneRowHOT := writeFloorDatabase(b, protoSchema(true))
 	oneRowXid := writeFloorDatabase(b, protoXidSchema())

@@ -38,7 +38,7 @@ func BenchmarkWriteFloor(b *testing.B) {
 		noRules := writeFloorDatabase(b, dropChecks)
 		bare := writeFloorDatabase(b, `
 CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
-` + bareTypes + `
+`+bareTypes+`
 CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
 INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
 ANALYZE bench_raw;`)
