@@ -71,7 +71,7 @@ func ruleViolations(s source) []string {
 				}
 			}
 			if m := dmlRE.FindStringSubmatch(stmt); m != nil && !function && slices.Contains(WriterLockOrder, m[2]) && !created[m[2]] {
-				bad("%s %s in the migration itself: a backfill is a function (like rlmm_raise_epoch_ends()) that the migration calls, that bumps the version of each partition it changes and stamps what it writes with it, and that changes nothing when run again (TestMigrationBackfillsBumpVersions)", strings.ToUpper(strings.Join(strings.Fields(m[1]), " ")), m[2])
+				bad("%s %s in the migration itself: a backfill is a function that the migration calls, that bumps the version of each partition it changes and stamps what it writes with it, and that changes nothing when run again (TestMigrationBackfillsBumpVersions)", strings.ToUpper(strings.Join(strings.Fields(m[1]), " ")), m[2])
 			}
 		}
 	}
