@@ -64,9 +64,7 @@ ANALYZE bench_raw;
 		oneRowXid := writeFloorDatabase(b, protoXidSchema())
 		oneRowXidNoRule := writeFloorDatabase(b, protoXidSchema()+`;
 ALTER TABLE p_segments DROP CONSTRAINT p_segments_valid;`)
-		bare := writeFloorDatabase(b, `
-CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
-`+bareTypes+``)
+		bare := writeFloorDatabase(b, bareSegments)
 		for _, v := range []struct {
 			name string
 			dsn  string

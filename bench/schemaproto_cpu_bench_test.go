@@ -124,9 +124,7 @@ ANALYZE bench_raw;`
 	noKeyNoChecks := writeFloorDatabase(b, raw+dropForeignKey+dropChecks)
 	oneCheck := writeFloorDatabase(b, raw+oneCheckPerTable)
 	tableRules := writeFloorDatabase(b, raw+tableChecks)
-	bare := writeFloorDatabase(b, raw+`
-CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
-`+bareTypes+``)
+	bare := writeFloorDatabase(b, raw+bareSegments)
 	oneRow := writeFloorDatabase(b, protoSchema(false))
 	oneRowHOT := writeFloorDatabase(b, protoSchema(true))
 	oneRowXid := writeFloorDatabase(b, protoXidSchema())

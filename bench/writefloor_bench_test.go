@@ -36,9 +36,7 @@ func BenchmarkWriteFloor(b *testing.B) {
 	for _, clients := range []int{1, 8, 32} {
 		library := writeFloorDatabase(b, "")
 		noRules := writeFloorDatabase(b, dropChecks)
-		bare := writeFloorDatabase(b, `
-CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
-`+bareTypes+`
+		bare := writeFloorDatabase(b, bareSegments+`
 CREATE TABLE bench_raw (id integer PRIMARY KEY, event_timestamp_ms bigint NOT NULL, pad text NOT NULL);
 INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999) g;
 ANALYZE bench_raw;`)
@@ -58,9 +56,11 @@ ANALYZE bench_raw;`)
 	}
 }
 
-// bareTypes gives bare_segments, made LIKE rlmm_segments, the base types of
-// the columns that have a domain there: a bare table checks nothing.
-const bareTypes = `
+// bareSegments creates bare_segments: a table LIKE rlmm_segments with its
+// indexes and the base types of the columns that have a domain there, so
+// that it checks nothing.
+const bareSegments = `
+CREATE TABLE bare_segments (LIKE rlmm_segments INCLUDING DEFAULTS INCLUDING INDEXES);
 ALTER TABLE bare_segments ALTER COLUMN start_offset TYPE bigint, ALTER COLUMN segment_size_bytes TYPE integer,
     ALTER COLUMN state TYPE smallint;`
 
