@@ -62,10 +62,10 @@ SET statement_timeout = 0;
 SELECT pg_catalog.set_config('search_path', '', false);
 
 --
--- Name: t; Type: TABLE; Schema: public; Owner: -
+-- Name: rlmm_t; Type: TABLE; Schema: public; Owner: -
 --
 
-CREATE TABLE public.t (
+CREATE TABLE public.rlmm_t (
     id bigint NOT NULL   
 );
 
@@ -79,13 +79,11 @@ CREATE TABLE public.t (
 `
 	got := string(schemadump.Normalize([]byte(raw)))
 	require.Equal(t, schemadump.Header+`
--- Name: t; Type: TABLE; Schema: public; Owner: -
-
-CREATE TABLE public.t (
+CREATE TABLE rlmm_t (
     id bigint NOT NULL
 );
 `, got)
-	for _, gone := range []string{"restrict", "Dumped", "SET ", "set_config"} {
+	for _, gone := range []string{"restrict", "Dumped", "SET ", "set_config", "-- Name:", "public."} {
 		require.False(t, strings.Contains(got, gone), "normalized text keeps %q", gone)
 	}
 }
