@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -64,16 +66,7 @@ ANALYZE bench_raw_seg;`)
 		epoch  int32
 		offset int64
 	}{{"hit", 0, 50050}, {"miss", 1, 50050}} {
-		rows, err := setup.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+protoLookup, topic, int32(0), q.epoch, q.offset)
-		require.NoError(b, err)
-		plan := ""
-		for rows.Next() {
-			var line string
-			require.NoError(b, rows.Scan(&line))
-			plan += line + "\n"
-		}
-		require.NoError(b, rows.Err())
-		b.Logf("candidate lookup %s:\n%s", q.name, plan)
+		logPlan(b, setup, "candidate lookup "+q.name, protoLookup, topic, int32(0), q.epoch, q.offset)
 	}
 	for _, clients := range []int{1, 8, 32} {
 		pool := rstest.NewPool(b, dsn, clients, false)
@@ -223,16 +216,7 @@ ANALYZE bench_raw_seg;`+lastEpochIndexes)
 		{"candidate list by epoch 1", protoList, []any{topic, int32(0), int32(1)}},
 		{"last-epoch lookup hit", lastEpochLookup, []any{topic, int32(0), int32(0), int64(50050)}},
 	} {
-		rows, err := setup.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+q.sql, q.args...)
-		require.NoError(b, err)
-		plan := ""
-		for rows.Next() {
-			var line string
-			require.NoError(b, rows.Scan(&line))
-			plan += line + "\n"
-		}
-		require.NoError(b, rows.Err())
-		b.Logf("%s:\n%s", q.name, plan)
+		logPlan(b, setup, q.name, q.sql, q.args...)
 	}
 	pool := protoPool(b, dsn)
 	lm, err := rs.NewPgManager(ctx, pool)
@@ -439,4 +423,14 @@ func protoReadData(b *testing.B, ddl string) (string, *pgxpool.Pool, rs.TopicIDP
 		ids = append(ids, s.SegmentID.ID)
 	}
 	return dsn, setup, tp, ids
+}
+
+// logPlan logs EXPLAIN (ANALYZE, BUFFERS) of sql with args, run on pool.
+func logPlan(b *testing.B, pool *pgxpool.Pool, name, sql string, args ...any) {
+	b.Helper()
+	rows, err := pool.Query(b.Context(), "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+sql, args...)
+	require.NoError(b, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(b, err)
+	b.Logf("%s:\n%s", name, strings.Join(lines, "\n"))
 }
