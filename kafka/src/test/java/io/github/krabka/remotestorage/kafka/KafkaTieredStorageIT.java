@@ -216,7 +216,7 @@ class KafkaTieredStorageIT {
     }
 
     static List<Row> finished() {
-        return rows("state = 1");
+        return rows("state = " + FINISHED);
     }
 
     static long copiedUpTo() {
@@ -239,7 +239,31 @@ class KafkaTieredStorageIT {
         for (int i = 1; i < f.size(); i++) {
             assertEquals(f.get(i - 1).end + 1, f.get(i).start, "segment " + i + " starts where " + (i - 1) + " ended: " + f);
         }
-        LocalDirRemoteStorageManager.COPIES.forEach((range, n) -> assertEquals(1, n.get(), "uploads of " + range));
+        LocalDirRemoteStorageManager.COPIES.forEach((range, ids) -> {
+            assertEquals(ids.size(), Set.copyOf(ids).size(), "one segment id uploaded twice, " + range + ": " + ids);
+            if (!faultInjected) {
+                assertEquals(1, ids.size(), "uploads of " + range + " before any fault: " + ids);
+            }
+            // A step that stops rlmmd or the database may refuse the
+            // COPY_SEGMENT_FINISHED of a segment already uploaded; Kafka then
+            // copies the range again under a new id. Only the last id of a
+            // range may ever have finished.
+            for (UUID earlier : ids.subList(0, ids.size() - 1)) {
+                assertTrue(stateOf(earlier) != FINISHED, "an earlier upload of " + range + " finished too: " + ids);
+            }
+        });
+    }
+
+    /** COPY_SEGMENT_FINISHED's code in rlmm_segments.state. */
+    static final int FINISHED = 1;
+
+    /** Set, for the rest of the run, by the first step that stops rlmmd, the database or a broker. */
+    static volatile boolean faultInjected;
+
+    /** A segment's state, or -1 when no row holds it (Kafka deleted and the purge removed it). */
+    static int stateOf(UUID segment) {
+        List<Row> r = rows("segment_id = '" + segment + "'::uuid");
+        return r.isEmpty() ? -1 : r.get(0).state;
     }
 
     static int epochsOf(UUID segment, int epoch) {
@@ -313,7 +337,7 @@ class KafkaTieredStorageIT {
     }
 
     static long uploads() {
-        return LocalDirRemoteStorageManager.COPIES.values().stream().mapToLong(java.util.concurrent.atomic.AtomicLong::get).sum();
+        return LocalDirRemoteStorageManager.COPIES.values().stream().mapToLong(List::size).sum();
     }
 
     /**
@@ -333,6 +357,7 @@ class KafkaTieredStorageIT {
         int leader = leader();
         Fixture.Rlmmd r = rlmmds.get(leader);
         long before = copiedUpTo();
+        faultInjected = true;
         r.stop();
         produce(BATCH);
         assertNoUploadFor(Duration.ofSeconds(3), "no upload while the leader's rlmmd is down");
@@ -358,6 +383,7 @@ class KafkaTieredStorageIT {
         org.apache.kafka.common.TopicIdPartition tip = new org.apache.kafka.common.TopicIdPartition(topicId, TP);
         try (RlmmdRemoteLogMetadataManager probe = probe(rlmmds.get(leader).target())) {
             Fixture.await("the leader's rlmmd caught up", () -> probe.isReady(tip));
+            faultInjected = true;
             pg.stop();
             try {
                 assertTrue(!probe.isReady(tip), "isReady with the database down");
@@ -379,6 +405,7 @@ class KafkaTieredStorageIT {
     void brokerRestart() throws Exception {
         int leader = leader();
         long before = copiedUpTo();
+        faultInjected = true;
         cluster.restartBroker(leader);
         cluster.waitForReadyBrokers();
         produce(BATCH);

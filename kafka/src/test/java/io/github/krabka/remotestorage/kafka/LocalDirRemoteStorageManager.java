@@ -11,11 +11,15 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.Comparator;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.server.log.remote.storage.LogSegmentData;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
@@ -29,8 +33,11 @@ import org.apache.kafka.server.log.remote.storage.RemoteStorageManager;
  * tests to assert on.
  */
 public class LocalDirRemoteStorageManager implements RemoteStorageManager {
-    /** Copies by "topicId-partition:startOffset-endOffset": an upload of one range twice shows as 2. */
-    public static final Map<String, AtomicLong> COPIES = new ConcurrentHashMap<>();
+    /**
+     * The segment ids uploaded, by "topicId-partition:startOffset-endOffset",
+     * in the order of their uploads: a range uploaded twice holds two ids.
+     */
+    public static final Map<String, List<UUID>> COPIES = new ConcurrentHashMap<>();
     public static final AtomicLong FETCHES = new AtomicLong();
     public static final AtomicLong DELETES = new AtomicLong();
 
@@ -82,7 +89,9 @@ public class LocalDirRemoteStorageManager implements RemoteStorageManager {
         } catch (IOException e) {
             throw new RemoteStorageException("copy " + m.remoteLogSegmentId(), e);
         }
-        COPIES.computeIfAbsent(rangeKey(m), k -> new AtomicLong()).incrementAndGet();
+        Uuid id = m.remoteLogSegmentId().id();
+        COPIES.computeIfAbsent(rangeKey(m), k -> new CopyOnWriteArrayList<>())
+            .add(new UUID(id.getMostSignificantBits(), id.getLeastSignificantBits()));
         return Optional.empty();
     }
 
