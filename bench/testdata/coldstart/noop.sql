@@ -1,0 +1,2 @@
+-- The connect alone.
+SELECT 1;
