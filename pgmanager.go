@@ -171,7 +171,6 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 	for i, e := range epochs {
 		first, last, _ := s.epochRange(e)
 		params.Epochs[i], params.EpochFirstOffsets[i], params.EpochLastOffsets[i] = int32(e), first, last
-		params.MaxEpochSpan = max(params.MaxEpochSpan, last-first)
 	}
 	params.MaxSegmentSpan = s.EndOffset - s.StartOffset
 	added := func(version int64) {

@@ -242,7 +242,7 @@ func loadPlanData(t *testing.T, pool *pgxpool.Pool, topicID uuid.UUID, from, to 
 	ctx := t.Context()
 	lo, hi := from*planEpoch0PerScale, to*planEpoch0PerScale // epoch-0 segment numbers [lo, hi)
 	_, err := pool.Exec(ctx, `
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
 SELECT $1::uuid, p, 'plans', 0, 99 FROM generate_series(0, $2::int) p
 ON CONFLICT DO NOTHING;
 `, topicID, otherPartitions)

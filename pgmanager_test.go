@@ -111,7 +111,7 @@ func TestPgManagerNoSequentialScans(t *testing.T) {
 	// ten epochs per partition, the first segment of each epoch carrying two.
 	const partitions, perPartition = 100, 1000
 	_, err = pool.Exec(ctx, `
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
 SELECT md5('topic')::uuid, p, 'bench', 2 * 1000, 89 FROM generate_series(0, 99) p;
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
@@ -198,7 +198,7 @@ func TestPgManagerStoreFailures(t *testing.T) {
 	require.ErrorIs(t, err, rs.ErrIO)
 	require.ErrorIs(t, err, context.Canceled)
 
-	_, err = pool.Exec(t.Context(), "DROP TABLE rlmm_segment_epochs CASCADE")
+	_, err = pool.Exec(t.Context(), "DROP TABLE rlmm_segments CASCADE")
 	require.NoError(t, err)
 	_, _, err = m.RemoteLogSegmentMetadata(t.Context(), tp, 0, 0)
 	require.ErrorIs(t, err, rs.ErrIO)

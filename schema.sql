@@ -167,7 +167,6 @@ BEGIN
             delete_state = NULL,
             delete_broker_id = NULL,
             delete_event_timestamp_ms = NULL,
-            max_epoch_span = 0,
             max_segment_span = 0,
             updated_at = now()
         FROM (SELECT q.topic_id, q.partition
@@ -452,7 +451,6 @@ CREATE TABLE rlmm_partitions (
     partition rlmm_partition_number NOT NULL,
     topic rlmm_topic_name NOT NULL,
     version rlmm_count DEFAULT 0 NOT NULL,
-    max_epoch_span rlmm_count DEFAULT 0 NOT NULL,
     max_segment_span rlmm_count DEFAULT 0 NOT NULL,
     delete_state rlmm_delete_state,
     delete_broker_id integer,
@@ -474,9 +472,7 @@ COMMENT ON COLUMN rlmm_partitions.topic IS 'Topic name, as the first write named
 
 COMMENT ON COLUMN rlmm_partitions.version IS 'Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.';
 
-COMMENT ON COLUMN rlmm_partitions.max_epoch_span IS 'Largest last_offset - first_offset of any epoch range ever added: bounds how far back from an offset a lookup scans.';
-
-COMMENT ON COLUMN rlmm_partitions.max_segment_span IS 'Largest end_offset - start_offset of any segment ever added: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
+COMMENT ON COLUMN rlmm_partitions.max_segment_span IS 'Largest end_offset - start_offset of any segment ever added: a lookup walks back from an offset to offset - max_segment_span, FirstSegmentForTimestamp from startingOffset - max_segment_span.';
 
 COMMENT ON COLUMN rlmm_partitions.delete_state IS 'NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).';
 
@@ -654,7 +650,7 @@ CREATE TABLE rlmm_segment_epochs (
     CONSTRAINT rlmm_segment_epochs_state_check CHECK ((((state)::smallint <> 1) OR (finished_version IS NOT NULL)))
 );
 
-COMMENT ON TABLE rlmm_segment_epochs IS 'One row per (segment, leader epoch) with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what lookups, HighestOffsetForEpoch, listings by epoch and FirstSegmentForTimestamp read. Written by the same statements as the segment.';
+COMMENT ON TABLE rlmm_segment_epochs IS 'One row per (segment, leader epoch) with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read. Written by the same statements as the segment.';
 
 COMMENT ON COLUMN rlmm_segment_epochs.topic_id IS 'Kafka topic id.';
 
@@ -949,8 +945,6 @@ COMMENT ON INDEX rlmm_segment_epochs_ends_idx IS 'The ranges of segments that ev
 CREATE INDEX rlmm_segment_epochs_highest_idx ON rlmm_segment_epochs USING btree (topic_id, partition, epoch, segment_end_offset) WHERE ((state)::smallint = 1);
 
 CREATE INDEX rlmm_segment_epochs_list_idx ON rlmm_segment_epochs USING btree (topic_id, partition, epoch, segment_start_offset, added_version) WHERE ((state)::smallint = ANY (ARRAY[0, 1, 2]));
-
-CREATE INDEX rlmm_segment_epochs_lookup_idx ON rlmm_segment_epochs USING btree (topic_id, partition, epoch, first_offset, finished_version) INCLUDE (last_offset, segment_id) WHERE ((state)::smallint = 1);
 
 CREATE INDEX rlmm_segments_changes_idx ON rlmm_segments USING btree (topic_id, partition, last_version);
 

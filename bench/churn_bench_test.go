@@ -79,7 +79,7 @@ func BenchmarkChurnedCacheLoad(b *testing.B) {
 	// Partition 0: 1,000 live; partition 1: 200,000 forgotten, then the
 	// same 1,000 live. Rows as the library writes them.
 	for _, sql := range []string{`
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
 VALUES ($1, 0, 'churn', 2 * $2::int, 99), ($1, 1, 'churn', 2 * ($2::int + $3::int), 99)`, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,

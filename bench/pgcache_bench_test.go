@@ -25,7 +25,7 @@ func loadPartition(b testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n i
 	b.Helper()
 	ctx := context.Background()
 	for _, stmt := range []string{`
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span)
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
 VALUES ($1, $2, $3, 2 * $4::bigint, 89)`, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,

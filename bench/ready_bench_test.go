@@ -40,8 +40,8 @@ func BenchmarkCacheReady1M(b *testing.B) {
 	b.Cleanup(admin.Close)
 	topic := uuid.New()
 	for _, sql := range []string{`
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span, max_segment_span)
-SELECT $1, p, 'ready', 2 * $3::int, 99, 99 FROM generate_series(0, $2::int - 1) p`, `
+INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
+SELECT $1, p, 'ready', 2 * $3::int, 99 FROM generate_series(0, $2::int - 1) p`, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
     added_version, finished_version, last_version)

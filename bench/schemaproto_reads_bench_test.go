@@ -357,7 +357,7 @@ FROM (
      AND s.epochs[cardinality(s.epochs)] = $3
      AND s.epoch_start_offsets[cardinality(s.epoch_start_offsets)] <= $4
      AND (s.end_offset >= $4 OR s.epoch_start_offsets[cardinality(s.epoch_start_offsets)]
-          < $4 - (SELECT p.max_epoch_span FROM rlmm_partitions p WHERE p.topic_id = $1 AND p.partition = $2))
+          < $4 - (SELECT p.max_segment_span FROM rlmm_partitions p WHERE p.topic_id = $1 AND p.partition = $2))
    ORDER BY s.epoch_start_offsets[cardinality(s.epoch_start_offsets)] DESC, s.finished_version DESC
    LIMIT 1)
   UNION ALL
@@ -366,7 +366,7 @@ FROM (
          WHERE e.topic_id = $1 AND e.partition = $2 AND e.epoch = $3 AND e.state = 1
            AND e.last_offset < e.segment_end_offset AND e.first_offset <= $4
            AND (e.last_offset >= $4 OR e.first_offset
-                < $4 - (SELECT p.max_epoch_span FROM rlmm_partitions p WHERE p.topic_id = $1 AND p.partition = $2))
+                < $4 - (SELECT p.max_segment_span FROM rlmm_partitions p WHERE p.topic_id = $1 AND p.partition = $2))
          ORDER BY e.first_offset DESC, e.finished_version DESC
          LIMIT 1) AS e
    JOIN rlmm_segments s ON s.segment_id = e.segment_id AND (s.topic_id = $1 AND s.partition = $2) IS TRUE)

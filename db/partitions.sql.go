@@ -282,7 +282,7 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 }
 
 const partitionGet = `-- name: PartitionGet :one
-SELECT topic_id, partition, topic, version, max_epoch_span, max_segment_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version FROM rlmm_partitions
+SELECT topic_id, partition, topic, version, max_segment_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version FROM rlmm_partitions
 WHERE topic_id = $1::uuid AND partition = $2::integer
 `
 
@@ -299,7 +299,6 @@ func (q *Queries) PartitionGet(ctx context.Context, db DBTX, arg PartitionGetPar
 		&i.Partition,
 		&i.Topic,
 		&i.Version,
-		&i.MaxEpochSpan,
 		&i.MaxSegmentSpan,
 		&i.DeleteState,
 		&i.DeleteBrokerID,

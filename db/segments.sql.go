@@ -15,11 +15,10 @@ const segmentAdd = `-- name: SegmentAdd :one
 
 
 WITH partition_row AS (
-    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span, max_segment_span)
-    VALUES ($1::uuid, $2::integer, $3::text, 1, $4::bigint, $5::bigint)
+    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_segment_span)
+    VALUES ($1::uuid, $2::integer, $3::text, 1, $4::bigint)
     ON CONFLICT (topic_id, partition) DO UPDATE
     SET version = p.version + 1,
-        max_epoch_span = greatest(p.max_epoch_span, excluded.max_epoch_span),
         max_segment_span = greatest(p.max_segment_span, excluded.max_segment_span),
         updated_at = now()
     WHERE p.delete_state IS NULL
@@ -29,21 +28,21 @@ WITH partition_row AS (
         topic_id, partition, segment_id, topic, start_offset, end_offset,
         max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes,
         custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version)
-    SELECT $1::uuid, $2::integer, $6::uuid, $3::text, $7::bigint, $8::bigint,
-        $9::bigint, $10::integer, $11::bigint, $12::integer,
-        $13::bytea, $14::smallint, $15::boolean,
-        $16::integer[], $17::bigint[], partition_row.version, partition_row.version
+    SELECT $1::uuid, $2::integer, $5::uuid, $3::text, $6::bigint, $7::bigint,
+        $8::bigint, $9::integer, $10::bigint, $11::integer,
+        $12::bytea, $13::smallint, $14::boolean,
+        $15::integer[], $16::bigint[], partition_row.version, partition_row.version
     FROM partition_row
     RETURNING added_version
 ), epochs AS (
     INSERT INTO rlmm_segment_epochs (
         topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
         segment_start_offset, segment_end_offset, added_version, last_version, segment_size_bytes, max_timestamp_ms)
-    SELECT $1::uuid, $2::integer, $6::uuid,
-        ($16::integer[])[i], ($17::bigint[])[i], ($18::bigint[])[i], $14::smallint,
-        $7::bigint, $8::bigint, segment.added_version, segment.added_version,
-        $12::integer, $9::bigint
-    FROM segment, generate_subscripts($16::integer[], 1) AS i
+    SELECT $1::uuid, $2::integer, $5::uuid,
+        ($15::integer[])[i], ($16::bigint[])[i], ($17::bigint[])[i], $13::smallint,
+        $6::bigint, $7::bigint, segment.added_version, segment.added_version,
+        $11::integer, $8::bigint
+    FROM segment, generate_subscripts($15::integer[], 1) AS i
 )
 SELECT segment.added_version FROM segment
 `
@@ -52,7 +51,6 @@ type SegmentAddParams struct {
 	TopicID           dbuuid.UUID
 	Partition         int32
 	Topic             string
-	MaxEpochSpan      int64
 	MaxSegmentSpan    int64
 	SegmentID         dbuuid.UUID
 	StartOffset       int64
@@ -95,8 +93,7 @@ type SegmentAddParams struct {
 // lists scan straight into the public type (rows.go says why).
 // Adds a segment in one statement: bumps (or creates) the partition row,
 // which also locks it, unless the partition has a delete record, and widens
-// its max_epoch_span to the longest epoch range of the segment and its
-// max_segment_span to the segment's end - start; inserts the
+// its max_segment_span to the segment's end - start; inserts the
 // segment and one row per epoch. No row back: the partition has a delete
 // record. A taken segment id fails on rlmm_segments_segment_id_key. The
 // manager notifies rlmm_changes after the commit (notifier.go), outside
@@ -106,7 +103,6 @@ func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams)
 		arg.TopicID,
 		arg.Partition,
 		arg.Topic,
-		arg.MaxEpochSpan,
 		arg.MaxSegmentSpan,
 		arg.SegmentID,
 		arg.StartOffset,
@@ -515,29 +511,26 @@ const segmentLookup = `-- name: SegmentLookup :one
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
        s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
        s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
-FROM rlmm_segments s
-WHERE s.segment_id = (
-    SELECT e.segment_id
-    FROM rlmm_partitions p
-    CROSS JOIN LATERAL (
-        SELECT e.segment_id
-        FROM rlmm_segment_epochs e
-        WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-          AND e.epoch = $1::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
-          AND e.first_offset <= $2::bigint
-          AND e.first_offset >= ($2::bigint) - p.max_epoch_span
-          AND e.last_offset >= $2::bigint
-        ORDER BY e.first_offset DESC, e.finished_version DESC
-        LIMIT 1
-    ) AS e
-    WHERE p.topic_id = $3::uuid AND p.partition = $4::integer
-      AND p.delete_state IS DISTINCT FROM 2)
-  AND (s.topic_id = $3::uuid AND s.partition = $4::integer) IS TRUE
+FROM rlmm_partitions p
+CROSS JOIN LATERAL (
+    SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at FROM rlmm_segments s
+    WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+      AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+      AND s.state <> 0 AND s.state <> 2 /* COPY_SEGMENT_FINISHED: see SegmentFirstForTimestamp */
+      AND s.start_offset <= $1::bigint
+      AND s.start_offset >= ($1::bigint) - p.max_segment_span
+      AND s.end_offset >= $1::bigint
+      AND s.epochs[width_bucket($1::bigint, s.epoch_start_offsets)] = $2::integer
+    ORDER BY s.epoch_start_offsets[width_bucket($1::bigint, s.epoch_start_offsets)] DESC, s.finished_version DESC
+    LIMIT 1
+) AS s
+WHERE p.topic_id = $3::uuid AND p.partition = $4::integer
+  AND p.delete_state IS DISTINCT FROM 2
 `
 
 type SegmentLookupParams struct {
-	Epoch        int32
 	LookupOffset int64
+	Epoch        int32
 	TopicID      dbuuid.UUID
 	Partition    int32
 }
@@ -563,14 +556,17 @@ type SegmentLookupRow struct {
 
 // The finished segment whose range of @epoch contains @lookup_offset; among
 // overlapping ones, the range that starts latest, then the one finished last.
-// Only ranges starting in [offset - max_epoch_span, offset] can contain the
-// offset, so the backward index scan stops there, hit or miss. The
-// sub-select runs once: the partition row by its key, then the latest range
-// from rlmm_segment_epochs_lookup_idx; the segment is then read by its id.
+// A segment holding the offset starts in [offset - max_segment_span,
+// offset], so the partition row by its key bounds a backward walk of
+// rlmm_segments_list_idx, hit or miss (Kafka's segments follow each other:
+// one or two rows). Each candidate's epoch at the offset comes from its own
+// arrays: width_bucket finds the last epoch starting at or before the
+// offset (0, no epoch, before the first). The answer is the row the walk
+// read, so a hit reads two indexes and no segment twice.
 func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupParams) (SegmentLookupRow, error) {
 	row := db.QueryRow(ctx, segmentLookup,
-		arg.Epoch,
 		arg.LookupOffset,
+		arg.Epoch,
 		arg.TopicID,
 		arg.Partition,
 	)
@@ -598,49 +594,45 @@ func (q *Queries) SegmentLookup(ctx context.Context, db DBTX, arg SegmentLookupP
 
 const segmentNextWithTxnIndex = `-- name: SegmentNextWithTxnIndex :one
 WITH RECURSIVE walk AS (
-    (SELECT hit.segment_id, hit.segment_end_offset, s.txn_index_empty
+    (SELECT hit.segment_id, hit.end_offset, hit.txn_index_empty
      FROM rlmm_partitions p
      CROSS JOIN LATERAL (
-         SELECT e.segment_id, e.segment_end_offset
-         FROM rlmm_segment_epochs e
-         WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-           AND e.epoch = $3::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
-           AND e.first_offset <= $4::bigint
-           AND e.first_offset >= ($4::bigint) - p.max_epoch_span
-           AND e.last_offset >= $4::bigint
-         ORDER BY e.first_offset DESC, e.finished_version DESC
+         SELECT s.segment_id, s.end_offset, s.txn_index_empty
+         FROM rlmm_segments s
+         WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+           AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+           AND s.state <> 0 AND s.state <> 2 /* COPY_SEGMENT_FINISHED */
+           AND s.start_offset <= $3::bigint
+           AND s.start_offset >= ($3::bigint) - p.max_segment_span
+           AND s.end_offset >= $3::bigint
+           AND s.epochs[width_bucket($3::bigint, s.epoch_start_offsets)] = $4::integer
+         ORDER BY s.epoch_start_offsets[width_bucket($3::bigint, s.epoch_start_offsets)] DESC, s.finished_version DESC
          LIMIT 1
      ) AS hit
-     CROSS JOIN LATERAL (
-         SELECT seg.txn_index_empty FROM rlmm_segments seg
-         WHERE seg.segment_id = hit.segment_id AND (seg.topic_id = p.topic_id AND seg.partition = p.partition) IS TRUE
-     ) AS s
      WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
        AND p.delete_state IS DISTINCT FROM 2)
     UNION ALL
-    SELECT next.segment_id, next.segment_end_offset, next.txn_index_empty
+    SELECT next.segment_id, next.end_offset, next.txn_index_empty
     FROM walk,
     LATERAL (
-        SELECT hit.segment_id, hit.segment_end_offset, s.txn_index_empty
+        SELECT hit.segment_id, hit.end_offset, hit.txn_index_empty
         FROM rlmm_partitions p
         CROSS JOIN LATERAL (
-            SELECT e.segment_id, e.segment_end_offset
-            FROM rlmm_segment_epochs e
-            WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-              AND e.epoch = $3::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
-              AND e.first_offset <= walk.segment_end_offset + 1
-              AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
-              AND e.last_offset >= walk.segment_end_offset + 1
-            ORDER BY e.first_offset DESC, e.finished_version DESC
+            SELECT s.segment_id, s.end_offset, s.txn_index_empty
+            FROM rlmm_segments s
+            WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+              AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+              AND s.state <> 0 AND s.state <> 2 /* COPY_SEGMENT_FINISHED */
+              AND s.start_offset <= walk.end_offset + 1
+              AND s.start_offset >= walk.end_offset + 1 - p.max_segment_span
+              AND s.end_offset >= walk.end_offset + 1
+              AND s.epochs[width_bucket(walk.end_offset + 1, s.epoch_start_offsets)] = $4::integer
+            ORDER BY s.epoch_start_offsets[width_bucket(walk.end_offset + 1, s.epoch_start_offsets)] DESC, s.finished_version DESC
             LIMIT 1
         ) AS hit
-        CROSS JOIN LATERAL (
-            SELECT seg.txn_index_empty FROM rlmm_segments seg
-            WHERE seg.segment_id = hit.segment_id AND (seg.topic_id = p.topic_id AND seg.partition = p.partition) IS TRUE
-        ) AS s
         WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
     ) AS next
-    WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
+    WHERE walk.txn_index_empty AND walk.end_offset < 9223372036854775807
 )
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
        s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
@@ -653,8 +645,8 @@ WHERE s.segment_id = (SELECT walk.segment_id FROM walk WHERE NOT walk.txn_index_
 type SegmentNextWithTxnIndexParams struct {
 	TopicID      dbuuid.UUID
 	Partition    int32
-	Epoch        int32
 	LookupOffset int64
+	Epoch        int32
 }
 
 type SegmentNextWithTxnIndexRow struct {
@@ -684,8 +676,8 @@ func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg Segm
 	row := db.QueryRow(ctx, segmentNextWithTxnIndex,
 		arg.TopicID,
 		arg.Partition,
-		arg.Epoch,
 		arg.LookupOffset,
+		arg.Epoch,
 	)
 	var i SegmentNextWithTxnIndexRow
 	err := row.Scan(

@@ -148,7 +148,6 @@ CREATE TABLE rlmm_partitions (
     partition                 rlmm_partition_number NOT NULL,
     topic                     rlmm_topic_name NOT NULL,
     version                   rlmm_count NOT NULL DEFAULT 0,
-    max_epoch_span            rlmm_count NOT NULL DEFAULT 0,
     max_segment_span          rlmm_count NOT NULL DEFAULT 0,
     delete_state              rlmm_delete_state,
     delete_broker_id          integer,
@@ -171,8 +170,7 @@ COMMENT ON COLUMN rlmm_partitions.created_at IS 'When the row was created.';
 COMMENT ON COLUMN rlmm_partitions.updated_at IS 'When the partition was last written to.';
 COMMENT ON COLUMN rlmm_partitions.topic IS 'Topic name, as the first write named it.';
 COMMENT ON COLUMN rlmm_partitions.version IS 'Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.';
-COMMENT ON COLUMN rlmm_partitions.max_epoch_span IS 'Largest last_offset - first_offset of any epoch range ever added: bounds how far back from an offset a lookup scans.';
-COMMENT ON COLUMN rlmm_partitions.max_segment_span IS 'Largest end_offset - start_offset of any segment ever added: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.';
+COMMENT ON COLUMN rlmm_partitions.max_segment_span IS 'Largest end_offset - start_offset of any segment ever added: a lookup walks back from an offset to offset - max_segment_span, FirstSegmentForTimestamp from startingOffset - max_segment_span.';
 COMMENT ON COLUMN rlmm_partitions.delete_state IS 'NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).';
 COMMENT ON COLUMN rlmm_partitions.delete_broker_id IS 'Broker that wrote the latest partition-delete record.';
 COMMENT ON COLUMN rlmm_partitions.delete_event_timestamp_ms IS 'Event time (ms since the epoch) of the latest partition-delete record.';
@@ -257,8 +255,6 @@ CREATE TABLE rlmm_segment_epochs (
     CONSTRAINT rlmm_segment_epochs_range_check CHECK (segment_start_offset <= first_offset AND first_offset <= last_offset
         AND last_offset <= segment_end_offset)
 );
-CREATE INDEX rlmm_segment_epochs_lookup_idx ON rlmm_segment_epochs (topic_id, partition, epoch, first_offset, finished_version)
-    INCLUDE (last_offset, segment_id) WHERE state = 1;
 CREATE INDEX rlmm_segment_epochs_ends_idx ON rlmm_segment_epochs (topic_id, partition, epoch, last_offset)
     WHERE finished_version IS NOT NULL;
 COMMENT ON INDEX rlmm_segment_epochs_ends_idx IS 'The ranges of segments that ever finished copying, by epoch and end: EpochEndOffset reads the largest in one descent.';
@@ -270,7 +266,7 @@ CREATE INDEX rlmm_segment_epochs_list_idx ON rlmm_segment_epochs (topic_id, part
 -- not depend on statistics), and its cascade the primary key above.
 ALTER TABLE rlmm_segment_epochs ADD CONSTRAINT rlmm_segment_epochs_segment_fkey
     FOREIGN KEY (segment_id) REFERENCES rlmm_segments (segment_id) ON DELETE CASCADE;
-COMMENT ON TABLE rlmm_segment_epochs IS 'One row per (segment, leader epoch) with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what lookups, HighestOffsetForEpoch, listings by epoch and FirstSegmentForTimestamp read. Written by the same statements as the segment.';
+COMMENT ON TABLE rlmm_segment_epochs IS 'One row per (segment, leader epoch) with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read. Written by the same statements as the segment.';
 COMMENT ON COLUMN rlmm_segment_epochs.topic_id IS 'Kafka topic id.';
 COMMENT ON COLUMN rlmm_segment_epochs.partition IS 'Kafka partition number.';
 COMMENT ON COLUMN rlmm_segment_epochs.segment_id IS 'The segment (rlmm_segments.segment_id).';
@@ -822,7 +818,6 @@ BEGIN
             delete_state = NULL,
             delete_broker_id = NULL,
             delete_event_timestamp_ms = NULL,
-            max_epoch_span = 0,
             max_segment_span = 0,
             updated_at = now()
         FROM (SELECT q.topic_id, q.partition
@@ -888,9 +883,9 @@ BEGIN
     -- The epoch rows take the size and max timestamp of their segment when
     -- they did not copy them (rows written before migration 00015).
     EXECUTE format($copy$
-        INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span, max_segment_span, delete_state,
+        INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span, delete_state,
                                      delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version)
-        SELECT p.topic_id, p.partition, p.topic, p.version, p.max_epoch_span,
+        SELECT p.topic_id, p.partition, p.topic, p.version,
                greatest((SELECT max(s.end_offset - s.start_offset) FROM %1$I.rlmm_segments s
                          WHERE s.topic_id = p.topic_id AND s.partition = p.partition),
                         (SELECT max(ee.max_segment_span) FROM %1$I.rlmm_epoch_ends ee

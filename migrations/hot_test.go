@@ -15,7 +15,7 @@ import (
 // Every write bumps its partition's row. Those updates must be HOT (no new
 // index entries, the row's versions on one page): no index of
 // rlmm_partitions may cover a column that a write changes (version,
-// max_epoch_span, updated_at). Migration 00006 fixed the one that did.
+// max_segment_span, updated_at).
 func TestPartitionRowUpdatesAreHOT(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)

@@ -43,10 +43,11 @@ var migrationDataDriver = oldProgram{
 var migrationDataTables = []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs", "rlmm_epoch_ends"}
 
 // droppedByBaseline are the pre-release columns release 1's baseline does
-// not keep: the marks that only the dropped bookkeeping triggers read.
+// not keep: the marks that only the dropped bookkeeping triggers read, and
+// the bound of the lookups that read the epoch rows.
 var droppedByBaseline = map[string][]string{
 	"rlmm_segments":   {"epoch_ends_raised"},
-	"rlmm_partitions": {"purged_version"},
+	"rlmm_partitions": {"purged_version", "max_epoch_span"},
 	"rlmm_epoch_ends": {"max_segment_span", "raised_version"},
 }
 

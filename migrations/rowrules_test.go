@@ -40,7 +40,6 @@ func TestRowRulesNameTheBrokenRule(t *testing.T) {
 		{"rlmm_topic_name_check", "rlmm_partitions", "topic = ''"},
 		{"rlmm_topic_name_check", "rlmm_partitions", "topic = repeat('a', 250)"},
 		{"rlmm_count_check", "rlmm_partitions", "version = -1"},
-		{"rlmm_count_check", "rlmm_partitions", "max_epoch_span = -5"},
 		{"rlmm_count_check", "rlmm_partitions", "max_segment_span = -1"},
 		{"rlmm_count_check", "rlmm_partitions", "vanished_version = -1"},
 		{"rlmm_delete_state_check", "rlmm_partitions",

@@ -26,18 +26,16 @@
 -- name: SegmentAdd :one
 -- Adds a segment in one statement: bumps (or creates) the partition row,
 -- which also locks it, unless the partition has a delete record, and widens
--- its max_epoch_span to the longest epoch range of the segment and its
--- max_segment_span to the segment's end - start; inserts the
+-- its max_segment_span to the segment's end - start; inserts the
 -- segment and one row per epoch. No row back: the partition has a delete
 -- record. A taken segment id fails on rlmm_segments_segment_id_key. The
 -- manager notifies rlmm_changes after the commit (notifier.go), outside
 -- this transaction.
 WITH partition_row AS (
-    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_epoch_span, max_segment_span)
-    VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1, @max_epoch_span::bigint, @max_segment_span::bigint)
+    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_segment_span)
+    VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1, @max_segment_span::bigint)
     ON CONFLICT (topic_id, partition) DO UPDATE
     SET version = p.version + 1,
-        max_epoch_span = greatest(p.max_epoch_span, excluded.max_epoch_span),
         max_segment_span = greatest(p.max_segment_span, excluded.max_segment_span),
         updated_at = now()
     WHERE p.delete_state IS NULL
@@ -134,31 +132,31 @@ LEFT JOIN partition_row pr ON true;
 -- name: SegmentLookup :one
 -- The finished segment whose range of @epoch contains @lookup_offset; among
 -- overlapping ones, the range that starts latest, then the one finished last.
--- Only ranges starting in [offset - max_epoch_span, offset] can contain the
--- offset, so the backward index scan stops there, hit or miss. The
--- sub-select runs once: the partition row by its key, then the latest range
--- from rlmm_segment_epochs_lookup_idx; the segment is then read by its id.
+-- A segment holding the offset starts in [offset - max_segment_span,
+-- offset], so the partition row by its key bounds a backward walk of
+-- rlmm_segments_list_idx, hit or miss (Kafka's segments follow each other:
+-- one or two rows). Each candidate's epoch at the offset comes from its own
+-- arrays: width_bucket finds the last epoch starting at or before the
+-- offset (0, no epoch, before the first). The answer is the row the walk
+-- read, so a hit reads two indexes and no segment twice.
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
        s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
        s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
-FROM rlmm_segments s
-WHERE s.segment_id = (
-    SELECT e.segment_id
-    FROM rlmm_partitions p
-    CROSS JOIN LATERAL (
-        SELECT e.segment_id
-        FROM rlmm_segment_epochs e
-        WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-          AND e.epoch = @epoch::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
-          AND e.first_offset <= @lookup_offset::bigint
-          AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
-          AND e.last_offset >= @lookup_offset::bigint
-        ORDER BY e.first_offset DESC, e.finished_version DESC
-        LIMIT 1
-    ) AS e
-    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-      AND p.delete_state IS DISTINCT FROM 2)
-  AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE;
+FROM rlmm_partitions p
+CROSS JOIN LATERAL (
+    SELECT s.* FROM rlmm_segments s
+    WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+      AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+      AND s.state <> 0 AND s.state <> 2 /* COPY_SEGMENT_FINISHED: see SegmentFirstForTimestamp */
+      AND s.start_offset <= @lookup_offset::bigint
+      AND s.start_offset >= (@lookup_offset::bigint) - p.max_segment_span
+      AND s.end_offset >= @lookup_offset::bigint
+      AND s.epochs[width_bucket(@lookup_offset::bigint, s.epoch_start_offsets)] = @epoch::integer
+    ORDER BY s.epoch_start_offsets[width_bucket(@lookup_offset::bigint, s.epoch_start_offsets)] DESC, s.finished_version DESC
+    LIMIT 1
+) AS s
+WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+  AND p.delete_state IS DISTINCT FROM 2;
 
 -- name: SegmentHighestOffset :one
 -- The largest end offset of a finished segment carrying @epoch.
@@ -278,49 +276,45 @@ WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.e
 -- transaction index, and returns the first one that has one. The walk stops
 -- at a miss. Each step is the lookup of SegmentLookup, in the same shape.
 WITH RECURSIVE walk AS (
-    (SELECT hit.segment_id, hit.segment_end_offset, s.txn_index_empty
+    (SELECT hit.segment_id, hit.end_offset, hit.txn_index_empty
      FROM rlmm_partitions p
      CROSS JOIN LATERAL (
-         SELECT e.segment_id, e.segment_end_offset
-         FROM rlmm_segment_epochs e
-         WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-           AND e.epoch = @epoch::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
-           AND e.first_offset <= @lookup_offset::bigint
-           AND e.first_offset >= (@lookup_offset::bigint) - p.max_epoch_span
-           AND e.last_offset >= @lookup_offset::bigint
-         ORDER BY e.first_offset DESC, e.finished_version DESC
+         SELECT s.segment_id, s.end_offset, s.txn_index_empty
+         FROM rlmm_segments s
+         WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+           AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+           AND s.state <> 0 AND s.state <> 2 /* COPY_SEGMENT_FINISHED */
+           AND s.start_offset <= @lookup_offset::bigint
+           AND s.start_offset >= (@lookup_offset::bigint) - p.max_segment_span
+           AND s.end_offset >= @lookup_offset::bigint
+           AND s.epochs[width_bucket(@lookup_offset::bigint, s.epoch_start_offsets)] = @epoch::integer
+         ORDER BY s.epoch_start_offsets[width_bucket(@lookup_offset::bigint, s.epoch_start_offsets)] DESC, s.finished_version DESC
          LIMIT 1
      ) AS hit
-     CROSS JOIN LATERAL (
-         SELECT seg.txn_index_empty FROM rlmm_segments seg
-         WHERE seg.segment_id = hit.segment_id AND (seg.topic_id = p.topic_id AND seg.partition = p.partition) IS TRUE
-     ) AS s
      WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
        AND p.delete_state IS DISTINCT FROM 2)
     UNION ALL
-    SELECT next.segment_id, next.segment_end_offset, next.txn_index_empty
+    SELECT next.segment_id, next.end_offset, next.txn_index_empty
     FROM walk,
     LATERAL (
-        SELECT hit.segment_id, hit.segment_end_offset, s.txn_index_empty
+        SELECT hit.segment_id, hit.end_offset, hit.txn_index_empty
         FROM rlmm_partitions p
         CROSS JOIN LATERAL (
-            SELECT e.segment_id, e.segment_end_offset
-            FROM rlmm_segment_epochs e
-            WHERE e.topic_id = p.topic_id AND e.partition = p.partition
-              AND e.epoch = @epoch::integer AND e.state = 1 /* COPY_SEGMENT_FINISHED */
-              AND e.first_offset <= walk.segment_end_offset + 1
-              AND e.first_offset >= walk.segment_end_offset + 1 - p.max_epoch_span
-              AND e.last_offset >= walk.segment_end_offset + 1
-            ORDER BY e.first_offset DESC, e.finished_version DESC
+            SELECT s.segment_id, s.end_offset, s.txn_index_empty
+            FROM rlmm_segments s
+            WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+              AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+              AND s.state <> 0 AND s.state <> 2 /* COPY_SEGMENT_FINISHED */
+              AND s.start_offset <= walk.end_offset + 1
+              AND s.start_offset >= walk.end_offset + 1 - p.max_segment_span
+              AND s.end_offset >= walk.end_offset + 1
+              AND s.epochs[width_bucket(walk.end_offset + 1, s.epoch_start_offsets)] = @epoch::integer
+            ORDER BY s.epoch_start_offsets[width_bucket(walk.end_offset + 1, s.epoch_start_offsets)] DESC, s.finished_version DESC
             LIMIT 1
         ) AS hit
-        CROSS JOIN LATERAL (
-            SELECT seg.txn_index_empty FROM rlmm_segments seg
-            WHERE seg.segment_id = hit.segment_id AND (seg.topic_id = p.topic_id AND seg.partition = p.partition) IS TRUE
-        ) AS s
         WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
     ) AS next
-    WHERE walk.txn_index_empty AND walk.segment_end_offset < 9223372036854775807
+    WHERE walk.txn_index_empty AND walk.end_offset < 9223372036854775807
 )
 SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
        s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,

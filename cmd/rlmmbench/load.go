@@ -162,11 +162,11 @@ ORDER BY i.indexrelid::regclass::text`, loadedTables)
 // chunks, workers chunks at a time.
 func loadShape(ctx context.Context, pool *pgxpool.Pool, workers int, s shape) error {
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{"rlmm_partitions"},
-		[]string{"topic_id", "partition", "topic", "version", "max_epoch_span", "max_segment_span"},
+		[]string{"topic_id", "partition", "topic", "version", "max_segment_span"},
 		copyRows(s.partitions, func(p int) []any {
 			tp := s.tp(p)
 			// Every segment was added (one version) and finished (another).
-			return []any{tp.TopicID, tp.Partition, tp.Topic, int64(2 * s.perPartition), int64(maxEpochSpan), int64(segmentLen - 1)}
+			return []any{tp.TopicID, tp.Partition, tp.Topic, int64(2 * s.perPartition), int64(segmentLen - 1)}
 		}))
 	if err != nil {
 		return fmt.Errorf("copy partitions: %w", err)

@@ -65,7 +65,7 @@ func (w *workload) coveringLookupOp(pool *pgxpool.Pool) namedOp {
 FROM rlmm_partitions p
 JOIN rlmmbench_lookup l ON l.topic_id = p.topic_id AND l.partition = p.partition
 WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS DISTINCT FROM 2
-  AND l.epoch = $3 AND l.first_offset <= $4 AND l.first_offset >= $4 - p.max_epoch_span AND l.last_offset >= $4
+  AND l.epoch = $3 AND l.first_offset <= $4 AND l.first_offset >= $4 - p.max_segment_span AND l.last_offset >= $4
 ORDER BY l.first_offset DESC, l.finished_version DESC
 LIMIT 1`, rawID(tp.TopicID), tp.Partition, epochAt(j, offset), offset).Scan(r.dest()...)
 		if err == nil && r.start != segmentStart(j) {

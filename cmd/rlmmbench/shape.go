@@ -31,10 +31,6 @@ const (
 	stride     = 1000 // offsets from one segment's start to the next
 	segmentLen = 990  // offsets in a segment; the last 10 of each stride are a gap
 	epochEvery = 125  // segments per leader epoch
-	// maxEpochSpan is the largest last_offset - first_offset of any epoch
-	// range: that of a single-epoch segment. rlmm_partitions.max_epoch_span
-	// must hold it, or the lookup's bounded scan would miss.
-	maxEpochSpan = segmentLen - 1
 	// customMetadataLen is the size of every segment's custom metadata.
 	customMetadataLen = 32
 )

@@ -217,7 +217,7 @@ func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID
 		if p == 1 && forgotten > 0 {
 			deleteState, deleteBroker, deleteTime = int16(2), int32(1), int64(0)
 		}
-		partitions = append(partitions, []any{topicID, p, topic, 2 * nSegments, int64(89), int64(89), deleteState, deleteBroker, deleteTime})
+		partitions = append(partitions, []any{topicID, p, topic, 2 * nSegments, int64(89), deleteState, deleteBroker, deleteTime})
 		for i := range nSegments {
 			id, state := uuid.New(), int16(1)
 			if p == 0 && i < int64(forgotten) {
@@ -230,7 +230,7 @@ func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID
 		}
 		ends = append(ends, []any{topicID, p, int32(0), int64(0)})
 	}
-	copyRows(t, pool, "rlmm_partitions", []string{"topic_id", "partition", "topic", "version", "max_epoch_span", "max_segment_span", "delete_state",
+	copyRows(t, pool, "rlmm_partitions", []string{"topic_id", "partition", "topic", "version", "max_segment_span", "delete_state",
 		"delete_broker_id", "delete_event_timestamp_ms"}, partitions)
 	copyRows(t, pool, "rlmm_segments", []string{"topic_id", "partition", "segment_id", "topic", "start_offset", "end_offset",
 		"max_timestamp_ms", "broker_id", "event_timestamp_ms", "segment_size_bytes", "state", "txn_index_empty", "epochs",

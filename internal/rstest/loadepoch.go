@@ -23,8 +23,8 @@ func LoadEpoch(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) 
 		{`ALTER TABLE rlmm_segments SET (autovacuum_enabled = false)`, []any{}},
 		{`ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false)`, []any{}},
 		{`ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false)`, []any{}},
-		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_epoch_span, max_segment_span)
-VALUES ($1, $2, $3, 2 * $4::integer, 89, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
+		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
+VALUES ($1, $2, $3, 2 * $4::integer, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
 		{`INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
     added_version, finished_version, last_version)

@@ -21,7 +21,7 @@ cp "$here/noop.sql" "$here/raw.sql" "$gen/"
     -e "s/@topic_id::uuid/'6742701a-dc04-4785-9f35-a078fe4123c1'::uuid/g" \
     -e "s/@segment_id::uuid/lpad(to_hex(:n), 32, '0')::uuid/g" \
     -e "s/@partition::integer/0/g; s/@topic::text/'t'/g; s/@state::smallint/0::smallint/g" \
-    -e "s/@max_epoch_span::bigint/99/g; s/@max_segment_span::bigint/99/g" \
+    -e "s/@max_segment_span::bigint/99/g" \
     -e "s/@start_offset::bigint/0/g; s/@end_offset::bigint/99/g; s/@max_timestamp_ms::bigint/0/g" \
     -e "s/@broker_id::integer/1/g; s/@event_timestamp_ms::bigint/0/g; s/@segment_size_bytes::integer/100/g" \
     -e "s/sqlc.narg('custom_metadata')::bytea/NULL::bytea/g; s/@txn_index_empty::boolean/true/g" \

@@ -43,9 +43,7 @@ type RlmmPartition struct {
 	Topic string
 	// Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.
 	Version int64
-	// Largest last_offset - first_offset of any epoch range ever added: bounds how far back from an offset a lookup scans.
-	MaxEpochSpan int64
-	// Largest end_offset - start_offset of any segment ever added: FirstSegmentForTimestamp starts its walk at start offsets >= startingOffset - max_segment_span.
+	// Largest end_offset - start_offset of any segment ever added: a lookup walks back from an offset to offset - max_segment_span, FirstSegmentForTimestamp from startingOffset - max_segment_span.
 	MaxSegmentSpan int64
 	// NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).
 	DeleteState *int16
@@ -157,7 +155,7 @@ type RlmmSegment struct {
 	UpdatedAt time.Time
 }
 
-// One row per (segment, leader epoch) with the epoch's offsets inside the segment and copies of the segment's state, offsets, versions, size and max timestamp: what lookups, HighestOffsetForEpoch, listings by epoch and FirstSegmentForTimestamp read. Written by the same statements as the segment.
+// One row per (segment, leader epoch) with the epoch's offsets inside the segment and copies of the segment's state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read. Written by the same statements as the segment.
 type RlmmSegmentEpoch struct {
 	// Kafka topic id.
 	TopicID uuid.UUID
