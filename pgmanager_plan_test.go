@@ -282,7 +282,7 @@ SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets
     coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
     s.added_version, s.finished_version, s.last_version, s.segment_size_bytes, s.max_timestamp_ms
 FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
-WHERE s.topic_id = $1::uuid
+WHERE s.topic_id = $1::uuid AND cardinality(s.epochs) > 1
 ON CONFLICT DO NOTHING`, topicID)
 	require.NoError(t, err)
 	// The epoch ends of purged segments, below the stored rows' in each
@@ -383,6 +383,9 @@ func TestKafkaQueriesPlans(t *testing.T) {
 		require.NoError(t, err)
 		tp := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "plans", Partition: 0}
 		rstest.LoadEpoch(t, pool, tp, n)
+		// Another partition whose every segment spans two epochs: the epoch
+		// rows as many as the segments.
+		rstest.LoadSpanning(t, pool, rs.TopicIDPartition{TopicID: tp.TopicID, Topic: tp.Topic, Partition: 1}, n)
 		explainPool, err := pgxpool.New(t.Context(), dsn)
 		require.NoError(t, err)
 		t.Cleanup(explainPool.Close)

@@ -126,7 +126,8 @@ INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_o
 SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],
     coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset), s.state, s.start_offset, s.end_offset,
     s.added_version, s.finished_version, s.last_version, s.segment_size_bytes, s.max_timestamp_ms
-FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k;
+FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
+WHERE cardinality(s.epochs) > 1;
 ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs;`)
 	require.NoError(t, err)
 

@@ -101,17 +101,16 @@ BEGIN
         USING candidates c, locked_partitions lp
         WHERE lp.topic_id = c.topic_id AND lp.partition = c.partition
           AND s.segment_id = c.segment_id AND (s.topic_id = c.topic_id AND s.partition = c.partition) IS TRUE
-        RETURNING s.topic_id, s.partition, s.segment_id, s.last_version
+        RETURNING s.topic_id, s.partition, s.segment_id, s.last_version, s.finished_version, s.epochs,
+                  s.epoch_start_offsets, s.end_offset
     ), folded AS (
         -- EpochEndOffset outlives the segments: the ranges of those that
-        -- had finished go into rlmm_epoch_ends. The statement's snapshot
-        -- still holds their epoch rows (the foreign key deletes them after).
+        -- had finished, from their own arrays, go into rlmm_epoch_ends.
         INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset)
-        SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset)
-        FROM deleted d
-        JOIN rlmm_segment_epochs e ON e.segment_id = d.segment_id
-        WHERE e.finished_version IS NOT NULL
-        GROUP BY e.topic_id, e.partition, e.epoch
+        SELECT d.topic_id, d.partition, d.epochs[k], max(coalesce(d.epoch_start_offsets[k + 1] - 1, d.end_offset))
+        FROM deleted d, generate_subscripts(d.epochs, 1) AS k
+        WHERE d.finished_version IS NOT NULL
+        GROUP BY d.topic_id, d.partition, d.epochs[k]
         ON CONFLICT (topic_id, partition, epoch) DO UPDATE
         SET end_offset = excluded.end_offset
         WHERE excluded.end_offset > ee.end_offset
@@ -650,7 +649,7 @@ CREATE TABLE rlmm_segment_epochs (
     CONSTRAINT rlmm_segment_epochs_state_check CHECK ((((state)::smallint <> 1) OR (finished_version IS NOT NULL)))
 );
 
-COMMENT ON TABLE rlmm_segment_epochs IS 'One row per (segment, leader epoch) with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read. Written by the same statements as the segment.';
+COMMENT ON TABLE rlmm_segment_epochs IS 'One row per (segment, leader epoch) of each segment that spans several leader epochs (a segment of one epoch has none: rlmm_segments_epoch_*_idx index it), with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read besides those indexes. Written by the same statements as the segment. rlmm_segment_epochs_v shows the ranges of every segment.';
 
 COMMENT ON COLUMN rlmm_segment_epochs.topic_id IS 'Kafka topic id.';
 
@@ -708,11 +707,22 @@ CREATE VIEW rlmm_segment_epochs_v AS
     e.segment_end_offset,
     e.finished_version,
     e.topic_id
-   FROM ((rlmm_segment_epochs e
+   FROM ((( SELECT s.topic_id,
+            s.partition,
+            s.segment_id,
+            s.epochs[k.k] AS epoch,
+            s.epoch_start_offsets[k.k] AS first_offset,
+            COALESCE((s.epoch_start_offsets[(k.k + 1)] - 1), s.end_offset) AS last_offset,
+            s.state,
+            s.start_offset AS segment_start_offset,
+            s.end_offset AS segment_end_offset,
+            s.finished_version
+           FROM rlmm_segments s,
+            LATERAL generate_subscripts(s.epochs, 1) k(k)) e
      JOIN rlmm_partitions p ON (((p.topic_id = e.topic_id) AND ((p.partition)::integer = e.partition))))
      JOIN rlmm_segment_states st ON ((st.state = (e.state)::smallint)));
 
-COMMENT ON VIEW rlmm_segment_epochs_v IS 'One row per (segment, leader epoch): the offsets of that epoch inside the segment, which is what offset lookups match against.';
+COMMENT ON VIEW rlmm_segment_epochs_v IS 'One row per (segment, leader epoch), from the segment''s own arrays: the offsets of that epoch inside the segment, which is what offset lookups match against.';
 
 COMMENT ON COLUMN rlmm_segment_epochs_v.topic IS 'Topic name.';
 
@@ -947,6 +957,18 @@ CREATE INDEX rlmm_segment_epochs_highest_idx ON rlmm_segment_epochs USING btree 
 CREATE INDEX rlmm_segment_epochs_list_idx ON rlmm_segment_epochs USING btree (topic_id, partition, epoch, segment_start_offset, added_version) WHERE ((state)::smallint = ANY (ARRAY[0, 1, 2]));
 
 CREATE INDEX rlmm_segments_changes_idx ON rlmm_segments USING btree (topic_id, partition, last_version);
+
+CREATE INDEX rlmm_segments_epoch_ends_idx ON rlmm_segments USING btree (topic_id, partition, (epochs[1]), end_offset) WHERE ((finished_version IS NOT NULL) AND (cardinality(epochs) = 1));
+
+COMMENT ON INDEX rlmm_segments_epoch_ends_idx IS 'The segments of one leader epoch that ever finished copying, by epoch and end offset: EpochEndOffset.';
+
+CREATE INDEX rlmm_segments_epoch_highest_idx ON rlmm_segments USING btree (topic_id, partition, (epochs[1]), end_offset) WHERE (((state)::smallint = 1) AND (cardinality(epochs) = 1));
+
+COMMENT ON INDEX rlmm_segments_epoch_highest_idx IS 'The finished segments of one leader epoch by epoch and end offset: HighestOffsetForEpoch.';
+
+CREATE INDEX rlmm_segments_epoch_list_idx ON rlmm_segments USING btree (topic_id, partition, (epochs[1]), start_offset, added_version) WHERE (((state)::smallint = ANY (ARRAY[0, 1, 2])) AND (cardinality(epochs) = 1));
+
+COMMENT ON INDEX rlmm_segments_epoch_list_idx IS 'The segments of one leader epoch (no epoch row) that are not forgotten, by epoch in list order: listings by epoch, RemoteLogSize, FirstSegmentForTimestamp.';
 
 CREATE INDEX rlmm_segments_forgotten_idx ON rlmm_segments USING btree (updated_at) WHERE ((state)::smallint = 3);
 

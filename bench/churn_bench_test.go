@@ -86,11 +86,7 @@ INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset,
     added_version, finished_version, last_version)
 SELECT $1, p, gen_random_uuid(), 'churn', i * 100, i * 100 + 99, i, 1, 0, 1000,
     CASE WHEN i < $3::int * p THEN 3 ELSE 1 END, true, ARRAY[0], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2
-FROM generate_series(0, 1) p, generate_series(0, $3::int * p + $2::int - 1) i`, `
-INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-    segment_start_offset, segment_end_offset, added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms)
-SELECT topic_id, partition, segment_id, 0, start_offset, end_offset, state, start_offset, end_offset,
-    added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms FROM rlmm_segments WHERE topic_id = $1 AND $2::int > 0 AND $3::int > 0`,
+FROM generate_series(0, 1) p, generate_series(0, $3::int * p + $2::int - 1) i`,
 	} {
 		_, err = pool.Exec(ctx, sql, topic, churnLive, churnForgotten)
 		require.NoError(b, err)

@@ -32,12 +32,7 @@ INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset,
     added_version, finished_version, last_version)
 SELECT $1, $2, gen_random_uuid(), $3, i * 100, i * 100 + 89, 0, 1, 0, 1 << 20, '\x0102030405060708'::bytea, 1, true,
     ARRAY[i / 100], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2
-FROM generate_series(0, $4::int - 1) i`, `
-INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
-    segment_start_offset, segment_end_offset, added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms)
-SELECT topic_id, partition, segment_id, epochs[1], start_offset, end_offset, 1, start_offset, end_offset, added_version, finished_version,
-    last_version, segment_size_bytes, max_timestamp_ms
-FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND $3::text <> '' AND $4::int > 0`} {
+FROM generate_series(0, $4::int - 1) i`} {
 		_, err := pool.Exec(ctx, stmt, tp.TopicID, tp.Partition, tp.Topic, n)
 		require.NoError(b, err)
 	}

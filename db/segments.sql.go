@@ -43,6 +43,7 @@ WITH partition_row AS (
         $6::bigint, $7::bigint, segment.added_version, segment.added_version,
         $11::integer, $8::bigint
     FROM segment, generate_subscripts($15::integer[], 1) AS i
+    WHERE cardinality($15::integer[]) > 1
 )
 SELECT segment.added_version FROM segment
 `
@@ -94,7 +95,7 @@ type SegmentAddParams struct {
 // Adds a segment in one statement: bumps (or creates) the partition row,
 // which also locks it, unless the partition has a delete record, and widens
 // its max_segment_span to the segment's end - start; inserts the
-// segment and one row per epoch. No row back: the partition has a delete
+// segment and, when it spans several leader epochs, one row per epoch. No row back: the partition has a delete
 // record. A taken segment id fails on rlmm_segments_segment_id_key. The
 // manager notifies rlmm_changes after the commit (notifier.go), outside
 // this transaction.
@@ -124,14 +125,22 @@ func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams)
 }
 
 const segmentHighestOffset = `-- name: SegmentHighestOffset :one
-SELECT e.segment_end_offset
-FROM rlmm_segment_epochs e
-WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-  AND e.state = 1 /* COPY_SEGMENT_FINISHED */
+SELECT h.segment_end_offset::bigint AS segment_end_offset
+FROM (SELECT greatest(
+        (SELECT s.end_offset FROM rlmm_segments s
+         WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
+           AND s.epochs[1] = $3::integer AND s.state = 1 /* COPY_SEGMENT_FINISHED */ AND cardinality(s.epochs) = 1
+         ORDER BY s.end_offset DESC
+         LIMIT 1),
+        (SELECT e.segment_end_offset FROM rlmm_segment_epochs e
+         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
+           AND e.state = 1 /* COPY_SEGMENT_FINISHED */
+         ORDER BY e.segment_end_offset DESC
+         LIMIT 1)
+     ) AS segment_end_offset) AS h
+WHERE h.segment_end_offset IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
-ORDER BY e.segment_end_offset DESC
-LIMIT 1
 `
 
 type SegmentHighestOffsetParams struct {
@@ -140,7 +149,10 @@ type SegmentHighestOffsetParams struct {
 	Epoch     int32
 }
 
-// The largest end offset of a finished segment carrying @epoch.
+// The largest end offset of a finished segment carrying @epoch: the greater
+// of the segments of that one epoch (rlmm_segments_epoch_highest_idx) and
+// the epoch rows of those spanning several (rlmm_segment_epochs_highest_idx),
+// one backward descent each. No row: none such.
 func (q *Queries) SegmentHighestOffset(ctx context.Context, db DBTX, arg SegmentHighestOffsetParams) (int64, error) {
 	row := db.QueryRow(ctx, segmentHighestOffset, arg.TopicID, arg.Partition, arg.Epoch)
 	var segment_end_offset int64
@@ -230,14 +242,24 @@ SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_off
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-  AND s.start_offset >= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                         ORDER BY e.segment_start_offset, e.added_version LIMIT 1)
-  AND s.start_offset <= (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-                           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1)
+  AND s.start_offset >= least((SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                                WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                                  AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                                ORDER BY e.segment_start_offset, e.added_version LIMIT 1),
+                               (SELECT o.start_offset FROM rlmm_segments o
+                                WHERE o.topic_id = $1::uuid AND o.partition = $2::integer
+                                  AND o.epochs[1] = $3::integer AND o.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                                  AND cardinality(o.epochs) = 1
+                                ORDER BY o.start_offset, o.added_version LIMIT 1))
+  AND s.start_offset <= greatest((SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                                   WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                                     AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                                   ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1),
+                                  (SELECT o.start_offset FROM rlmm_segments o
+                                   WHERE o.topic_id = $1::uuid AND o.partition = $2::integer
+                                     AND o.epochs[1] = $3::integer AND o.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                                     AND cardinality(o.epochs) = 1
+                                   ORDER BY o.start_offset DESC, o.added_version DESC LIMIT 1))
   AND (s.epochs[1] = $3::integer OR $3::integer = ANY(s.epochs))
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
@@ -270,8 +292,9 @@ type SegmentListByEpochRow struct {
 }
 
 // SegmentList restricted to the segments carrying @epoch. The epoch's
-// first and last start offsets come from two probes of
-// rlmm_segment_epochs_list_idx; the segments are then one range of
+// first and last start offsets come from four probes, the first and the
+// last of rlmm_segment_epochs_list_idx (segments spanning several epochs)
+// and of rlmm_segments_epoch_list_idx (those of one); the segments are then one range of
 // rlmm_segments_list_idx between them, in list order, filtered on the epoch
 // map. Kafka's segments follow their epochs, so the range holds the epoch's
 // segments and, at most, the overlapping uploads of a diverged leader: it
@@ -319,14 +342,24 @@ SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_off
        s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
        s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM (SELECT
-        (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-         ORDER BY e.segment_start_offset, e.added_version LIMIT 1) AS lo,
-        (SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-         WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
-           AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-         ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1) AS hi
+        least((SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                                WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                                  AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                                ORDER BY e.segment_start_offset, e.added_version LIMIT 1),
+                               (SELECT o.start_offset FROM rlmm_segments o
+                                WHERE o.topic_id = $1::uuid AND o.partition = $2::integer
+                                  AND o.epochs[1] = $3::integer AND o.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                                  AND cardinality(o.epochs) = 1
+                                ORDER BY o.start_offset, o.added_version LIMIT 1)) AS lo,
+        greatest((SELECT e.segment_start_offset FROM rlmm_segment_epochs e
+                                   WHERE e.topic_id = $1::uuid AND e.partition = $2::integer
+                                     AND e.epoch = $3::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                                   ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1),
+                                  (SELECT o.start_offset FROM rlmm_segments o
+                                   WHERE o.topic_id = $1::uuid AND o.partition = $2::integer
+                                     AND o.epochs[1] = $3::integer AND o.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                                     AND cardinality(o.epochs) = 1
+                                   ORDER BY o.start_offset DESC, o.added_version DESC LIMIT 1)) AS hi
      ) AS b
 JOIN rlmm_segments s
   ON s.topic_id = $1::uuid AND s.partition = $2::integer
@@ -702,12 +735,17 @@ func (q *Queries) SegmentNextWithTxnIndex(ctx context.Context, db DBTX, arg Segm
 }
 
 const segmentSizeByEpoch = `-- name: SegmentSizeByEpoch :one
-SELECT coalesce(sum(e.segment_size_bytes), 0)::bigint AS size
-FROM rlmm_segment_epochs e
-WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
-  AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
-                  WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
+SELECT (CASE WHEN EXISTS (SELECT 1 FROM rlmm_partitions p
+                          WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
+             THEN 0
+             ELSE (SELECT coalesce(sum(s.segment_size_bytes), 0) FROM rlmm_segments s
+                   WHERE s.topic_id = $1::uuid AND s.partition = $2::integer AND s.epochs[1] = $3::integer
+                     AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+                     AND cardinality(s.epochs) = 1)
+                + (SELECT coalesce(sum(e.segment_size_bytes), 0) FROM rlmm_segment_epochs e
+                   WHERE e.topic_id = $1::uuid AND e.partition = $2::integer AND e.epoch = $3::integer
+                     AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */)
+        END)::bigint AS size
 `
 
 type SegmentSizeByEpochParams struct {
@@ -717,8 +755,9 @@ type SegmentSizeByEpochParams struct {
 }
 
 // Sum of the sizes of SegmentListByEpoch: one range of
-// rlmm_segment_epochs_list_idx, the epoch's rows, each carrying its
-// segment's size.
+// rlmm_segments_epoch_list_idx (the segments of that one epoch) and one of
+// rlmm_segment_epochs_list_idx (the epoch rows of those spanning several,
+// each carrying its segment's size).
 func (q *Queries) SegmentSizeByEpoch(ctx context.Context, db DBTX, arg SegmentSizeByEpochParams) (int64, error) {
 	row := db.QueryRow(ctx, segmentSizeByEpoch, arg.TopicID, arg.Partition, arg.Epoch)
 	var size int64

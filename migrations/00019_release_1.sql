@@ -27,11 +27,17 @@
 --   - the library's writes do all their bookkeeping (versions, epoch rows,
 --     notifications) in their own statements, and so do the repair
 --     functions;
---   - EpochEndOffset reads the finished epoch rows themselves (one descent
---     of rlmm_segment_epochs_ends_idx), so no write raises a high-water
+--   - one row per segment: a segment of one leader epoch (most of them)
+--     is indexed by that epoch on rlmm_segments itself; only a segment
+--     that spans several epochs has epoch rows (rlmm_segment_epochs), so
+--     most writes touch two tables. Lookups walk the segments by start
+--     offset and read each one's epoch at the offset from its arrays;
+--   - EpochEndOffset reads the finished segments and epoch rows themselves
+--     (a descent of each's ends index), so no write raises a high-water
 --     mark: rlmm_epoch_ends keeps only the ends of the segments the purge
---     deleted, which rlmm_purge_round folds in as it deletes them. No trigger does bookkeeping; the triggers left only
---     refuse raw DML that would break what the library relies on;
+--     deleted, which rlmm_purge_round folds in as it deletes them. No
+--     trigger does bookkeeping; the triggers left only refuse raw DML that
+--     would break what the library relies on;
 --   - repairs are SECURITY DEFINER functions: rlmm_set_segment_state,
 --     rlmm_set_partition_delete_state, rlmm_purge, rlmm_resync (docs/DBA.md).
 
@@ -212,6 +218,17 @@ CREATE INDEX rlmm_segments_changes_idx ON rlmm_segments (topic_id, partition, la
 CREATE INDEX rlmm_segments_list_idx ON rlmm_segments (topic_id, partition, start_offset, added_version) WHERE state IN (0, 1, 2);
 CREATE INDEX rlmm_segments_in_flight_idx ON rlmm_segments (updated_at) WHERE state IN (0, 2);
 CREATE INDEX rlmm_segments_forgotten_idx ON rlmm_segments (updated_at) WHERE state = 3;
+-- A segment of one leader epoch (most of them) has no epoch row: these
+-- index it by that epoch, as the epoch rows' indexes do the others.
+CREATE INDEX rlmm_segments_epoch_list_idx ON rlmm_segments (topic_id, partition, (epochs[1]), start_offset, added_version)
+    WHERE state IN (0, 1, 2) AND cardinality(epochs) = 1;
+CREATE INDEX rlmm_segments_epoch_highest_idx ON rlmm_segments (topic_id, partition, (epochs[1]), end_offset)
+    WHERE state = 1 AND cardinality(epochs) = 1;
+CREATE INDEX rlmm_segments_epoch_ends_idx ON rlmm_segments (topic_id, partition, (epochs[1]), end_offset)
+    WHERE finished_version IS NOT NULL AND cardinality(epochs) = 1;
+COMMENT ON INDEX rlmm_segments_epoch_list_idx IS 'The segments of one leader epoch (no epoch row) that are not forgotten, by epoch in list order: listings by epoch, RemoteLogSize, FirstSegmentForTimestamp.';
+COMMENT ON INDEX rlmm_segments_epoch_highest_idx IS 'The finished segments of one leader epoch by epoch and end offset: HighestOffsetForEpoch.';
+COMMENT ON INDEX rlmm_segments_epoch_ends_idx IS 'The segments of one leader epoch that ever finished copying, by epoch and end offset: EpochEndOffset.';
 COMMENT ON TABLE rlmm_segments IS 'One row per remote log segment ever added. A segment in DELETE_SEGMENT_FINISHED (or of a partition whose delete finished) is forgotten by every query but keeps its id taken until rlmm_purge deletes it.';
 COMMENT ON COLUMN rlmm_segments.topic_id IS 'Kafka topic id.';
 COMMENT ON COLUMN rlmm_segments.partition IS 'Kafka partition number.';
@@ -266,7 +283,7 @@ CREATE INDEX rlmm_segment_epochs_list_idx ON rlmm_segment_epochs (topic_id, part
 -- not depend on statistics), and its cascade the primary key above.
 ALTER TABLE rlmm_segment_epochs ADD CONSTRAINT rlmm_segment_epochs_segment_fkey
     FOREIGN KEY (segment_id) REFERENCES rlmm_segments (segment_id) ON DELETE CASCADE;
-COMMENT ON TABLE rlmm_segment_epochs IS 'One row per (segment, leader epoch) with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read. Written by the same statements as the segment.';
+COMMENT ON TABLE rlmm_segment_epochs IS 'One row per (segment, leader epoch) of each segment that spans several leader epochs (a segment of one epoch has none: rlmm_segments_epoch_*_idx index it), with the epoch''s offsets inside the segment and copies of the segment''s state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read besides those indexes. Written by the same statements as the segment. rlmm_segment_epochs_v shows the ranges of every segment.';
 COMMENT ON COLUMN rlmm_segment_epochs.topic_id IS 'Kafka topic id.';
 COMMENT ON COLUMN rlmm_segment_epochs.partition IS 'Kafka partition number.';
 COMMENT ON COLUMN rlmm_segment_epochs.segment_id IS 'The segment (rlmm_segments.segment_id).';
@@ -402,7 +419,10 @@ SELECT p.topic,
        e.segment_end_offset,
        e.finished_version,
        e.topic_id
-FROM rlmm_segment_epochs e
+FROM (SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k] AS epoch, s.epoch_start_offsets[k] AS first_offset,
+             coalesce(s.epoch_start_offsets[k + 1] - 1, s.end_offset) AS last_offset, s.state,
+             s.start_offset AS segment_start_offset, s.end_offset AS segment_end_offset, s.finished_version
+      FROM rlmm_segments s, generate_subscripts(s.epochs, 1) AS k) AS e
 JOIN rlmm_partitions p ON p.topic_id = e.topic_id AND p.partition = e.partition
 JOIN rlmm_segment_states st ON st.state = e.state;
 CREATE VIEW rlmm_partitions_v AS
@@ -492,7 +512,7 @@ COMMENT ON COLUMN rlmm_partitions_v.last_change IS 'Time of the last write to th
 COMMENT ON COLUMN rlmm_partitions_v.created_at IS 'When the partition was first written to.';
 COMMENT ON COLUMN rlmm_partitions_v.topic_id IS 'Topic id (UUID).';
 COMMENT ON COLUMN rlmm_partitions_v.delete_state_code IS 'Partition delete state code, as stored; NULL: none.';
-COMMENT ON VIEW rlmm_segment_epochs_v IS 'One row per (segment, leader epoch): the offsets of that epoch inside the segment, which is what offset lookups match against.';
+COMMENT ON VIEW rlmm_segment_epochs_v IS 'One row per (segment, leader epoch), from the segment''s own arrays: the offsets of that epoch inside the segment, which is what offset lookups match against.';
 COMMENT ON COLUMN rlmm_segment_epochs_v.topic IS 'Topic name.';
 COMMENT ON COLUMN rlmm_segment_epochs_v.partition IS 'Partition number.';
 COMMENT ON COLUMN rlmm_segment_epochs_v.epoch IS 'Leader epoch.';
@@ -752,17 +772,16 @@ BEGIN
         USING candidates c, locked_partitions lp
         WHERE lp.topic_id = c.topic_id AND lp.partition = c.partition
           AND s.segment_id = c.segment_id AND (s.topic_id = c.topic_id AND s.partition = c.partition) IS TRUE
-        RETURNING s.topic_id, s.partition, s.segment_id, s.last_version
+        RETURNING s.topic_id, s.partition, s.segment_id, s.last_version, s.finished_version, s.epochs,
+                  s.epoch_start_offsets, s.end_offset
     ), folded AS (
         -- EpochEndOffset outlives the segments: the ranges of those that
-        -- had finished go into rlmm_epoch_ends. The statement's snapshot
-        -- still holds their epoch rows (the foreign key deletes them after).
+        -- had finished, from their own arrays, go into rlmm_epoch_ends.
         INSERT INTO rlmm_epoch_ends AS ee (topic_id, partition, epoch, end_offset)
-        SELECT e.topic_id, e.partition, e.epoch, max(e.last_offset)
-        FROM deleted d
-        JOIN rlmm_segment_epochs e ON e.segment_id = d.segment_id
-        WHERE e.finished_version IS NOT NULL
-        GROUP BY e.topic_id, e.partition, e.epoch
+        SELECT d.topic_id, d.partition, d.epochs[k], max(coalesce(d.epoch_start_offsets[k + 1] - 1, d.end_offset))
+        FROM deleted d, generate_subscripts(d.epochs, 1) AS k
+        WHERE d.finished_version IS NOT NULL
+        GROUP BY d.topic_id, d.partition, d.epochs[k]
         ON CONFLICT (topic_id, partition, epoch) DO UPDATE
         SET end_offset = excluded.end_offset
         WHERE excluded.end_offset > ee.end_offset
@@ -879,9 +898,10 @@ BEGIN
     IF to_regnamespace(aside) IS NULL THEN
         RETURN; -- a new database
     END IF;
-    -- The rows of the pre-release tables, every column this schema keeps.
-    -- The epoch rows take the size and max timestamp of their segment when
-    -- they did not copy them (rows written before migration 00015).
+    -- The rows of the pre-release tables, every column this schema keeps,
+    -- and the epoch rows of the segments that span several epochs only.
+    -- They take the size and max timestamp of their segment when they did
+    -- not copy them (rows written before migration 00015).
     EXECUTE format($copy$
         INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span, delete_state,
                                      delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version)
@@ -906,7 +926,8 @@ BEGIN
                e.segment_start_offset, e.segment_end_offset, e.added_version, e.finished_version,
                e.last_version, coalesce(e.segment_size_bytes, s.segment_size_bytes), coalesce(e.max_timestamp_ms, s.max_timestamp_ms)
         FROM %1$I.rlmm_segment_epochs e
-        JOIN %1$I.rlmm_segments s ON s.segment_id = e.segment_id;
+        JOIN %1$I.rlmm_segments s ON s.segment_id = e.segment_id
+        WHERE cardinality(s.epochs) > 1;
         INSERT INTO rlmm_epoch_ends (topic_id, partition, epoch, end_offset)
         SELECT topic_id, partition, epoch, end_offset
         FROM %1$I.rlmm_epoch_ends;
@@ -914,10 +935,11 @@ BEGIN
         SELECT id, generation, changed_at FROM %1$I.rlmm_data_generation
         ON CONFLICT (id) DO UPDATE SET generation = excluded.generation, changed_at = excluded.changed_at;
     $copy$, aside);
-    EXECUTE format('SELECT count(*) FROM %I.rlmm_segment_epochs', aside) INTO n;
-    SELECT count(*) INTO m FROM rlmm_segment_epochs;
-    IF n <> m THEN
-        RAISE EXCEPTION 'release 1''s baseline: % of the % pre-release epoch rows name no segment; nothing was changed', n - m, n;
+    EXECUTE format('SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (SELECT FROM %1$I.rlmm_segments s
+                                                                      WHERE s.segment_id = e.segment_id))
+                    FROM %1$I.rlmm_segment_epochs e', aside) INTO n, m;
+    IF m > 0 THEN
+        RAISE EXCEPTION 'release 1''s baseline: % of the % pre-release epoch rows name no segment; nothing was changed', m, n;
     END IF;
     FOR g IN SELECT r.kind, r.name, r.privilege_type, r.is_grantable,
                     CASE WHEN r.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.grantee::regrole::text) END AS grantee

@@ -108,7 +108,7 @@ func TestMultipleClustersInOneDatabase(t *testing.T) {
 	for i, m := range []*rs.PgManager{a, b} {
 		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadata{
 			SegmentID: id, StartOffset: 0, EndOffset: 99, SegmentSizeInBytes: int32(1000 * (i + 1)),
-			State: rs.CopySegmentStarted, SegmentLeaderEpochs: map[rs.LeaderEpoch]int64{0: 0},
+			State: rs.CopySegmentStarted, SegmentLeaderEpochs: map[rs.LeaderEpoch]int64{0: 0, 1: 60}, // with epoch rows
 		}))
 	}
 	require.NoError(t, a.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{SegmentID: id, State: rs.CopySegmentFinished}))

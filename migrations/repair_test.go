@@ -61,7 +61,7 @@ func TestSetSegmentStateFunction(t *testing.T) {
 	pool := rstest.NewPool(t, pgtest.NewDatabase(t), 0, false)
 	m := rstest.NewManager(t, pool)
 	tp := rstest.TP(0)
-	started := rstest.Segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
+	started := rstest.Segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0, 1: 60}) // with epoch rows
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, started))
 	before := readRepairRow(t, pool, started)
 	require.Nil(t, before.EpochEnd)
@@ -72,8 +72,8 @@ func TestSetSegmentStateFunction(t *testing.T) {
 	after := readRepairRow(t, pool, started)
 	require.Equal(t, before.Version+1, version)
 	require.Equal(t, repairRow{
-		State: "COPY_SEGMENT_FINISHED", EpochStates: "1", Version: version, LastVersion: version, FinishedVersion: &version,
-		BrokerID: 7, EpochEnd: ptr(int64(99)),
+		State: "COPY_SEGMENT_FINISHED", EpochStates: "1,1", Version: version, LastVersion: version, FinishedVersion: &version,
+		BrokerID: 7, EpochEnd: ptr(int64(59)),
 	}, after)
 	got, found, err := m.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestSetSegmentStateFunction(t *testing.T) {
 	end, ok, err := m.EpochEndOffset(ctx, tp, 0)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, int64(99), end)
+	require.Equal(t, int64(59), end)
 
 	// The same state again changes nothing.
 	require.NoError(t, pool.QueryRow(ctx, `SELECT rlmm_set_segment_state($1, 'COPY_SEGMENT_FINISHED')`, started.SegmentID.ID).Scan(&version))

@@ -216,12 +216,21 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 	}
 	// The epoch rows: the ranges precomputed, with copies of the segment's
 	// state, offsets, versions, size and largest timestamp, as SegmentAdd
-	// and SegmentUpdate keep them.
+	// and SegmentUpdate keep them; on a schema that indexes the segments
+	// of one epoch by it (rlmm_segments_epoch_list_idx), only those of the
+	// segments that span several.
+	var oneRowPerSegment bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('rlmm_segments_epoch_list_idx') IS NOT NULL").Scan(&oneRowPerSegment); err != nil {
+		return err
+	}
 	type epochRow struct{ p, j, k int }
 	var rows []epochRow
 	for i := range n {
 		p, j := at(i)
 		epochs, _, _ := epochRanges(j)
+		if len(epochs) == 1 && oneRowPerSegment {
+			continue
+		}
 		for k := range epochs {
 			rows = append(rows, epochRow{p, j, k})
 		}

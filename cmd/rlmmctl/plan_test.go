@@ -205,13 +205,13 @@ func wantRows(parts []partitionSummary, err error) error {
 }
 
 // loadTopic writes one topic of nPartitions partitions of nSegments
-// segments through COPY: segments in COPY_SEGMENT_FINISHED with their epoch
-// rows (each with its segment's size and max timestamp) and epoch ends, except the first forgotten of partition 0, in
-// DELETE_SEGMENT_FINISHED; with forgotten > 0, partition 1's delete has
-// finished.
+// segments through COPY: segments of one leader epoch (no epoch rows) in
+// COPY_SEGMENT_FINISHED, and epoch ends, except the first forgotten of
+// partition 0, in DELETE_SEGMENT_FINISHED; with forgotten > 0, partition
+// 1's delete has finished.
 func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID, nPartitions int32, nSegments int64, forgotten int) {
 	t.Helper()
-	var partitions, segments, epochs, ends [][]any
+	var partitions, segments, ends [][]any
 	for p := range nPartitions {
 		var deleteState, deleteBroker, deleteTime any // NULL: no delete record
 		if p == 1 && forgotten > 0 {
@@ -225,8 +225,6 @@ func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID
 			}
 			segments = append(segments, []any{topicID, p, id, topic, i * 100, i*100 + 89, i, int32(1), int64(0), int32(1000),
 				state, true, []int32{0}, []int64{i * 100}, 2*i + 1, 2*i + 2, 2*i + 2})
-			epochs = append(epochs, []any{topicID, p, id, int32(0), i * 100, i*100 + 89, state, i * 100, i*100 + 89, 2*i + 1, 2*i + 2, 2*i + 2,
-				int32(1000), i})
 		}
 		ends = append(ends, []any{topicID, p, int32(0), int64(0)})
 	}
@@ -235,9 +233,6 @@ func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID
 	copyRows(t, pool, "rlmm_segments", []string{"topic_id", "partition", "segment_id", "topic", "start_offset", "end_offset",
 		"max_timestamp_ms", "broker_id", "event_timestamp_ms", "segment_size_bytes", "state", "txn_index_empty", "epochs",
 		"epoch_start_offsets", "added_version", "finished_version", "last_version"}, segments)
-	copyRows(t, pool, "rlmm_segment_epochs", []string{"topic_id", "partition", "segment_id", "epoch", "first_offset", "last_offset",
-		"state", "segment_start_offset", "segment_end_offset", "added_version", "finished_version", "last_version",
-		"segment_size_bytes", "max_timestamp_ms"}, epochs)
 	copyRows(t, pool, "rlmm_epoch_ends", []string{"topic_id", "partition", "epoch", "end_offset"}, ends)
 }
 

@@ -152,25 +152,32 @@ func TestGuardPointsAtTheRepair(t *testing.T) {
 		return segment, epochRows
 	}
 
-	// s[4] is in COPY_SEGMENT_STARTED, which cannot jump to
-	// DELETE_SEGMENT_FINISHED; a raw UPDATE could not move its epoch rows
-	// with it either.
+	// span, a segment of two leader epochs (so with epoch rows), is in
+	// COPY_SEGMENT_STARTED, which cannot jump to DELETE_SEGMENT_FINISHED; a
+	// raw UPDATE could not move its epoch rows with it either.
+	_, m, closeManager := testManager(t, dsn)
+	span := remotestorage.RemoteLogSegmentID{TopicIDPartition: d.orders, ID: uuid.New()}
+	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, remotestorage.RemoteLogSegmentMetadata{
+		SegmentID: span, StartOffset: 7000, EndOffset: 7999, State: remotestorage.CopySegmentStarted,
+		SegmentLeaderEpochs: map[remotestorage.LeaderEpoch]int64{1: 7000, 2: 7500},
+	}))
+	closeManager()
 	for _, r := range []refusal{
-		refused("rlmm_segments", "UPDATE rlmm_segments SET state = 3 WHERE segment_id = $1", d.s[4]),
-		refused("rlmm_segment_epochs", "UPDATE rlmm_segment_epochs SET state = 1 WHERE segment_id = $1", d.s[4]),
+		refused("rlmm_segments", "UPDATE rlmm_segments SET state = 3 WHERE segment_id = $1", span.ID),
+		refused("rlmm_segment_epochs", "UPDATE rlmm_segment_epochs SET state = 1 WHERE segment_id = $1", span.ID),
 	} {
 		require.Equal(t, "rlmm_set_segment_state", r.function)
-		require.Equal(t, []string{d.s[4].String()}, r.args)
+		require.Equal(t, []string{span.ID.String()}, r.args)
 	}
-	state, epochRows := segmentState(d.s[4])
+	state, epochRows := segmentState(span.ID)
 	require.EqualValues(t, remotestorage.CopySegmentStarted, state, "a refused UPDATE changes nothing")
-	require.Equal(t, []int16{int16(remotestorage.CopySegmentStarted)}, epochRows)
-	repair := append(commandFor("rlmm_set_segment_state"), d.s[4].String())
+	require.Equal(t, []int16{int16(remotestorage.CopySegmentStarted), int16(remotestorage.CopySegmentStarted)}, epochRows)
+	repair := append(commandFor("rlmm_set_segment_state"), span.ID.String())
 	require.Contains(t, ok(t, dsn, append(repair, "DELETE_SEGMENT_STARTED")...), "COPY_SEGMENT_STARTED -> DELETE_SEGMENT_STARTED")
 	require.Contains(t, ok(t, dsn, append(repair, "DELETE_SEGMENT_FINISHED")...), "DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED")
-	state, epochRows = segmentState(d.s[4])
+	state, epochRows = segmentState(span.ID)
 	require.EqualValues(t, remotestorage.DeleteSegmentFinished, state)
-	require.Equal(t, []int16{int16(remotestorage.DeleteSegmentFinished)}, epochRows, "the repair moves the epoch rows with the segment")
+	require.Equal(t, []int16{int16(remotestorage.DeleteSegmentFinished), int16(remotestorage.DeleteSegmentFinished)}, epochRows, "the repair moves the epoch rows with the segment")
 
 	// A partition cannot skip DELETE_PARTITION_MARKED.
 	r := refused("rlmm_partitions", "UPDATE rlmm_partitions SET delete_state = 1, delete_broker_id = 0, delete_event_timestamp_ms = 0 WHERE topic_id = $1", d.orders.TopicID)

@@ -155,7 +155,7 @@ type RlmmSegment struct {
 	UpdatedAt time.Time
 }
 
-// One row per (segment, leader epoch) with the epoch's offsets inside the segment and copies of the segment's state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read. Written by the same statements as the segment.
+// One row per (segment, leader epoch) of each segment that spans several leader epochs (a segment of one epoch has none: rlmm_segments_epoch_*_idx index it), with the epoch's offsets inside the segment and copies of the segment's state, offsets, versions, size and max timestamp: what HighestOffsetForEpoch, listings by epoch, RemoteLogSize, EpochEndOffset and FirstSegmentForTimestamp read besides those indexes. Written by the same statements as the segment. rlmm_segment_epochs_v shows the ranges of every segment.
 type RlmmSegmentEpoch struct {
 	// Kafka topic id.
 	TopicID uuid.UUID
@@ -187,16 +187,16 @@ type RlmmSegmentEpoch struct {
 	MaxTimestampMs int64
 }
 
-// One row per (segment, leader epoch): the offsets of that epoch inside the segment, which is what offset lookups match against.
+// One row per (segment, leader epoch), from the segment's own arrays: the offsets of that epoch inside the segment, which is what offset lookups match against.
 type RlmmSegmentEpochsV struct {
 	// Topic name.
 	Topic string
 	// Partition number.
 	Partition int32
 	// Leader epoch.
-	Epoch int32
+	Epoch interface{}
 	// First offset of the epoch inside the segment.
-	FirstOffset int64
+	FirstOffset interface{}
 	// Last offset of the epoch inside the segment (inclusive).
 	LastOffset int64
 	// Number of offsets of the epoch inside the segment; NULL for a range of every offset 0 to 9223372036854775807, whose count (2^63) a bigint cannot hold.
