@@ -26,7 +26,7 @@ FROM (SELECT greatest(
          LIMIT 1),
         (SELECT ee.end_offset FROM rlmm_epoch_ends ee
          WHERE ee.topic_id = $1::uuid AND ee.partition = $2::integer AND ee.epoch = $3::integer)
-     ) AS end_offset) AS ends
+     ) AS end_offset OFFSET 0) AS ends /* OFFSET 0: the WHERE below reads the column, not a copy of greatest() and its sub-selects */
 WHERE ends.end_offset IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = $1::uuid AND p.partition = $2::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)

@@ -80,7 +80,7 @@ FROM (SELECT greatest(
          LIMIT 1),
         (SELECT ee.end_offset FROM rlmm_epoch_ends ee
          WHERE ee.topic_id = @topic_id::uuid AND ee.partition = @partition::integer AND ee.epoch = @epoch::integer)
-     ) AS end_offset) AS ends
+     ) AS end_offset OFFSET 0) AS ends /* OFFSET 0: the WHERE below reads the column, not a copy of greatest() and its sub-selects */
 WHERE ends.end_offset IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */);

@@ -176,7 +176,7 @@ FROM (SELECT greatest(
            AND e.state = 1 /* COPY_SEGMENT_FINISHED */
          ORDER BY e.segment_end_offset DESC
          LIMIT 1)
-     ) AS segment_end_offset) AS h
+     ) AS segment_end_offset OFFSET 0) AS h /* OFFSET 0: see EpochEndOffset */
 WHERE h.segment_end_offset IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */);
@@ -215,81 +215,64 @@ ORDER BY s.start_offset, s.added_version
 LIMIT @page_size::integer;
 
 -- name: SegmentListByEpoch :many
--- SegmentList restricted to the segments carrying @epoch. The epoch's
--- first and last start offsets come from four probes, the first and the
--- last of rlmm_segment_epochs_list_idx (segments spanning several epochs)
--- and of rlmm_segments_epoch_list_idx (those of one); the segments are then one range of
--- rlmm_segments_list_idx between them, in list order, filtered on the epoch
--- map. Kafka's segments follow their epochs, so the range holds the epoch's
--- segments and, at most, the overlapping uploads of a diverged leader: it
--- reads about one buffer per segment returned, against four or five for a
--- join that fetches each segment by its key.
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
-       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
-       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
-FROM rlmm_segments s
-WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
-  AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-  AND s.start_offset >= least((SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                                WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                                  AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                                ORDER BY e.segment_start_offset, e.added_version LIMIT 1),
-                               (SELECT o.start_offset FROM rlmm_segments o
-                                WHERE o.topic_id = @topic_id::uuid AND o.partition = @partition::integer
-                                  AND o.epochs[1] = @epoch::integer AND o.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                                  AND cardinality(o.epochs) = 1
-                                ORDER BY o.start_offset, o.added_version LIMIT 1))
-  AND s.start_offset <= greatest((SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                                   WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                                     AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                                   ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1),
-                                  (SELECT o.start_offset FROM rlmm_segments o
-                                   WHERE o.topic_id = @topic_id::uuid AND o.partition = @partition::integer
-                                     AND o.epochs[1] = @epoch::integer AND o.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                                     AND cardinality(o.epochs) = 1
-                                   ORDER BY o.start_offset DESC, o.added_version DESC LIMIT 1))
-  AND (s.epochs[1] = @epoch::integer OR @epoch::integer = ANY(s.epochs))
-  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+-- SegmentList restricted to the segments carrying @epoch, in list order:
+-- the segments of that one epoch, one range of rlmm_segments_epoch_list_idx
+-- already in list order, merged with the few that span several epochs
+-- (their epoch rows in rlmm_segment_epochs_list_idx, each segment then by
+-- its id).
+SELECT u.topic_id, u.partition, u.segment_id, u.topic, u.start_offset, u.end_offset, u.max_timestamp_ms,
+       u.broker_id, u.event_timestamp_ms, u.segment_size_bytes, u.custom_metadata, u.state, u.txn_index_empty,
+       u.epochs, u.epoch_start_offsets, u.added_version /* the API's columns: see the top of segments.sql */
+FROM (
+    SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+           s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+           s.epochs, s.epoch_start_offsets, s.added_version
+    FROM rlmm_segments s
+    WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.epochs[1] = @epoch::integer
+      AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+      AND cardinality(s.epochs) = 1
+    UNION ALL
+    SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+           s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+           s.epochs, s.epoch_start_offsets, s.added_version
+    FROM rlmm_segment_epochs e
+    JOIN rlmm_segments s ON s.segment_id = e.segment_id AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE
+    WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+      AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+) AS u
+WHERE NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
-ORDER BY s.start_offset, s.added_version;
+ORDER BY u.start_offset, u.added_version;
 
 -- name: SegmentListByEpochPage :many
--- A page of SegmentListByEpoch after the cursor, as SegmentListPage: the
--- range of rlmm_segments_list_idx starts at the later of the cursor and the
--- epoch's first start offset.
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
-       s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
-       s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
-FROM (SELECT
-        least((SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                                WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                                  AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                                ORDER BY e.segment_start_offset, e.added_version LIMIT 1),
-                               (SELECT o.start_offset FROM rlmm_segments o
-                                WHERE o.topic_id = @topic_id::uuid AND o.partition = @partition::integer
-                                  AND o.epochs[1] = @epoch::integer AND o.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                                  AND cardinality(o.epochs) = 1
-                                ORDER BY o.start_offset, o.added_version LIMIT 1)) AS lo,
-        greatest((SELECT e.segment_start_offset FROM rlmm_segment_epochs e
-                                   WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer
-                                     AND e.epoch = @epoch::integer AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                                   ORDER BY e.segment_start_offset DESC, e.added_version DESC LIMIT 1),
-                                  (SELECT o.start_offset FROM rlmm_segments o
-                                   WHERE o.topic_id = @topic_id::uuid AND o.partition = @partition::integer
-                                     AND o.epochs[1] = @epoch::integer AND o.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
-                                     AND cardinality(o.epochs) = 1
-                                   ORDER BY o.start_offset DESC, o.added_version DESC LIMIT 1)) AS hi
-     ) AS b
-JOIN rlmm_segments s
-  ON s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
- AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
- AND (s.start_offset, s.added_version) > (CASE WHEN b.lo > @after_start_offset::bigint THEN b.lo ELSE @after_start_offset::bigint END,
-                                          CASE WHEN b.lo > @after_start_offset::bigint THEN -1 ELSE @after_added_version::bigint END)
- AND s.start_offset <= b.hi
-WHERE (s.epochs[1] = @epoch::integer OR @epoch::integer = ANY(s.epochs))
-  AND NOT EXISTS (SELECT 1 FROM rlmm_partitions p
+-- A page of SegmentListByEpoch after the cursor, as SegmentListPage: each
+-- source's range starts after the cursor, and the merge stops at
+-- @page_size rows.
+SELECT u.topic_id, u.partition, u.segment_id, u.topic, u.start_offset, u.end_offset, u.max_timestamp_ms,
+       u.broker_id, u.event_timestamp_ms, u.segment_size_bytes, u.custom_metadata, u.state, u.txn_index_empty,
+       u.epochs, u.epoch_start_offsets, u.added_version /* the API's columns: see the top of segments.sql */
+FROM (
+    SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+           s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+           s.epochs, s.epoch_start_offsets, s.added_version
+    FROM rlmm_segments s
+    WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer AND s.epochs[1] = @epoch::integer
+      AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+      AND cardinality(s.epochs) = 1
+       AND (s.start_offset, s.added_version) > (@after_start_offset::bigint, @after_added_version::bigint)
+    UNION ALL
+    SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms,
+           s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty,
+           s.epochs, s.epoch_start_offsets, s.added_version
+    FROM rlmm_segment_epochs e
+    JOIN rlmm_segments s ON s.segment_id = e.segment_id AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE
+    WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.epoch = @epoch::integer
+      AND e.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
+       AND (e.segment_start_offset, e.added_version) > (@after_start_offset::bigint, @after_added_version::bigint)
+) AS u
+WHERE NOT EXISTS (SELECT 1 FROM rlmm_partitions p
                   WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer AND p.delete_state = 2 /* DELETE_PARTITION_FINISHED */)
-ORDER BY s.start_offset, s.added_version
+ORDER BY u.start_offset, u.added_version
 LIMIT @page_size::integer;
 
 -- name: SegmentSizeByEpoch :one
