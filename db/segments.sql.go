@@ -81,10 +81,10 @@ type SegmentAddParams struct {
 //   - an answer that is one row of an index comes from ORDER BY … LIMIT 1
 //     in a sub-select or LATERAL, evaluated before the rows it selects;
 //   - lists read one index range in list order;
-//   - "the segment carries @epoch" is spelled "epochs[1] = @epoch OR @epoch =
-//     ANY(epochs)": the subscript answers for most segments (they carry one
-//     epoch), and ANY, which takes the array apart for every row, cost a
-//     100-segment range of rlmm_segments a fifth of its server CPU.
+//   - "the segment carries @epoch" is two sources: a segment of one epoch
+//     matches "epochs[1] = @epoch AND cardinality(epochs) = 1", spelled so
+//     that rlmm_segments_epoch_*_idx answer it, and a segment spanning
+//     several has a row in rlmm_segment_epochs for each.
 //
 // The reads that answer with segments select the API's columns, in one
 // order: those RemoteLogSegmentMetadata carries and added_version (the list

@@ -24,12 +24,19 @@ var loadedTables = []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_ep
 // with workers COPY streams at a time, then vacuums and analyzes.
 func loadShapes(ctx context.Context, pool *pgxpool.Pool, workers int, shapes ...shape) error {
 	begin := time.Now()
+	// A schema that indexes the segments of one epoch by it
+	// (rlmm_segments_epoch_list_idx, asked before the load drops it) keeps
+	// epoch rows only for the segments that span several.
+	var oneRowPerSegment bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('rlmm_segments_epoch_list_idx') IS NOT NULL").Scan(&oneRowPerSegment); err != nil {
+		return err
+	}
 	rebuild, err := dropForLoad(ctx, pool)
 	if err != nil {
 		return err
 	}
 	for _, s := range shapes {
-		if err := loadShape(ctx, pool, workers, s); err != nil {
+		if err := loadShape(ctx, pool, workers, s, oneRowPerSegment); err != nil {
 			return fmt.Errorf("load %s: %w", s.name, err)
 		}
 	}
@@ -160,7 +167,7 @@ ORDER BY i.indexrelid::regclass::text`, loadedTables)
 
 // loadShape COPYs the partitions of s, then their segments and epoch rows in
 // chunks, workers chunks at a time.
-func loadShape(ctx context.Context, pool *pgxpool.Pool, workers int, s shape) error {
+func loadShape(ctx context.Context, pool *pgxpool.Pool, workers int, s shape, oneRowPerSegment bool) error {
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{"rlmm_partitions"},
 		[]string{"topic_id", "partition", "topic", "version", "max_segment_span"},
 		copyRows(s.partitions, func(p int) []any {
@@ -181,7 +188,7 @@ func loadShape(ctx context.Context, pool *pgxpool.Pool, workers int, s shape) er
 	for first := 0; first < s.segments(); first += chunk {
 		last := min(first+chunk, s.segments())
 		g.Go(func() error {
-			if err := copySegments(gctx, pool, s, first, last); err != nil {
+			if err := copySegments(gctx, pool, s, first, last, oneRowPerSegment); err != nil {
 				return err
 			}
 			progress.add(last - first)
@@ -193,7 +200,7 @@ func loadShape(ctx context.Context, pool *pgxpool.Pool, workers int, s shape) er
 
 // copySegments COPYs rows [first, last) of s: row i is segment i/partitions
 // of partition i%partitions.
-func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last int) error {
+func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last int, oneRowPerSegment bool) error {
 	n := last - first
 	at := func(i int) (p, j int) { return (first + i) % s.partitions, (first + i) / s.partitions }
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{"rlmm_segments"},
@@ -216,13 +223,8 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 	}
 	// The epoch rows: the ranges precomputed, with copies of the segment's
 	// state, offsets, versions, size and largest timestamp, as SegmentAdd
-	// and SegmentUpdate keep them; on a schema that indexes the segments
-	// of one epoch by it (rlmm_segments_epoch_list_idx), only those of the
-	// segments that span several.
-	var oneRowPerSegment bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass('rlmm_segments_epoch_list_idx') IS NOT NULL").Scan(&oneRowPerSegment); err != nil {
-		return err
-	}
+	// and SegmentUpdate keep them (with oneRowPerSegment, only those of the
+	// segments that span several epochs).
 	type epochRow struct{ p, j, k int }
 	var rows []epochRow
 	for i := range n {
