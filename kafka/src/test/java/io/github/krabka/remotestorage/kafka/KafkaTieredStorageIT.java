@@ -266,9 +266,10 @@ class KafkaTieredStorageIT {
         return r.isEmpty() ? -1 : r.get(0).state;
     }
 
+    /** The ranges of leader epoch {@code epoch} in a segment (0 or 1), from rlmm_segment_epochs_v: a segment of one epoch has no row in rlmm_segment_epochs. */
     static int epochsOf(UUID segment, int epoch) {
         try (Connection c = DriverManager.getConnection("jdbc:" + dsn.replace("postgres://postgres@", "postgresql://") + "&user=postgres");
-             PreparedStatement st = c.prepareStatement("SELECT count(*) FROM rlmm_segment_epochs WHERE segment_id = ? AND epoch = ?")) {
+             PreparedStatement st = c.prepareStatement("SELECT count(*) FROM rlmm_segment_epochs_v WHERE segment_id = ? AND epoch = ?")) {
             st.setObject(1, segment);
             st.setInt(2, epoch);
             try (ResultSet rs = st.executeQuery()) {
