@@ -47,7 +47,8 @@ declare -A variant=(
     DROP TRIGGER rlmm_partitions_delete_state_guard ON rlmm_partitions; DROP TRIGGER rlmm_segments_identity ON rlmm_segments;
     DROP TRIGGER rlmm_segment_epochs_identity ON rlmm_segment_epochs;"
   [no_secondary_indexes]="DROP INDEX rlmm_segments_changes_idx, rlmm_segments_list_idx, rlmm_segments_in_flight_idx, rlmm_segments_forgotten_idx,
-    rlmm_segment_epochs_lookup_idx, rlmm_segment_epochs_ends_idx, rlmm_segment_epochs_highest_idx, rlmm_segment_epochs_list_idx,
+    rlmm_segments_epoch_list_idx, rlmm_segments_epoch_highest_idx, rlmm_segments_epoch_ends_idx,
+    rlmm_segment_epochs_ends_idx, rlmm_segment_epochs_highest_idx, rlmm_segment_epochs_list_idx,
     rlmm_partitions_topic_idx, rlmm_partitions_deleting_idx, rlmm_partitions_deleted_idx;"
 )
 order=(base no_fk no_table_checks no_triggers no_secondary_indexes)
