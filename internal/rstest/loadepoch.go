@@ -29,7 +29,10 @@ func LoadSpanning(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n in
 	load(t, pool, tp, n, `ARRAY[i, i + 1]`, `ARRAY[i * 100, i * 100 + 40]::bigint[]`)
 }
 
+// load stores n finished segments of tp whose epochs and their start
+// offsets are the SQL expressions epochs and starts of i (and $4, n).
 func load(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int, epochs, starts string) {
+	t.Helper()
 	for _, st := range []struct {
 		sql  string
 		args []any
