@@ -58,12 +58,18 @@ $(SQLC):
 	GOBIN=$(BIN) $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
 	mv $(BIN)/sqlc $(SQLC)
 
+# The baseline migration is generated too: migrations/release_1/'s parts,
+# joined into migrations/00019_release_1.sql (migrations/baseline_test.go).
+BASELINE_TEST := $(GO) test -count=1 -run '^TestBaselineIsItsParts$$' ./migrations
+
 .PHONY: generate
-generate: $(SQLC) generate-proto ## Regenerate db/ and cmd/rlmmctl/internal/ctldb/ (sqlc.yaml's two targets) and the gRPC code of proto/ (protoc).
+generate: $(SQLC) generate-proto ## Regenerate the baseline migration from its parts, db/ and cmd/rlmmctl/internal/ctldb/ (sqlc.yaml's two targets) and the gRPC code of proto/ (protoc).
+	$(BASELINE_TEST) -update
 	$(SQLC) generate
 
 .PHONY: check-generated
-check-generated: $(SQLC) check-generated-proto ## Fail when db/, cmd/rlmmctl/internal/ctldb/ or proto/'s Go code differs from what sqlc and protoc generate.
+check-generated: $(SQLC) check-generated-proto ## Fail when the baseline migration, db/, cmd/rlmmctl/internal/ctldb/ or proto/'s Go code differs from what its parts, sqlc and protoc generate.
+	$(BASELINE_TEST)
 	$(SQLC) diff
 
 .PHONY: test-deps

@@ -272,7 +272,8 @@ ON CONFLICT (version) DO UPDATE SET oldest_compatible_code = excluded.oldest_com
 }
 
 // Baseline is the version of release 1's baseline migration, the whole
-// schema of release 1 in one file. The migrations before it (the
+// schema of release 1 in one migration (joined from release_1/ by make
+// generate). The migrations before it (the
 // pre-release chain, 1 to 18) are no longer shipped: the baseline moves a
 // database at 18 onto itself and refuses an older one. See
 // docs/MIGRATIONS.md, "Releases".
