@@ -116,8 +116,8 @@ func dsnPasswords(dsn string) []string {
 
 // ConfigurePool prepares a pool configuration for a database that restarts,
 // crashes and drops connections. It keeps what the caller set (its
-// BeforeConnect runs after the backoff's, its AfterConnect before the
-// warm-up, its Tracer beside the backoff's) except the context watcher
+// BeforeConnect runs after the backoff's, its AfterConnect before the one
+// that marks a connection for its warm-up, its Tracer beside the backoff's) except the context watcher
 // handler, which it replaces, and adds:
 //
 //   - A connect backoff. pgxpool opens a new connection for every Acquire
@@ -130,12 +130,16 @@ func dsnPasswords(dsn string) []string {
 //     OutcomeUnknown is false. The first successful connection ends the
 //     backoff.
 //   - A connect timeout (DefaultConnectTimeout) when the DSN sets none.
-//   - A warm-up of each new connection (its AfterConnect runs after the
-//     caller's): the manager's add, finish and queries, run once in a
-//     transaction rolled back, so that the first call a connection serves
-//     does not pay for preparing, planning and catalog loading (about five
-//     warm writes' worth, measured). A connection
-//     to a database not migrated yet is not warmed.
+//   - A warm-up of each new connection once it has served the manager's
+//     first call on it (statement.go's release; its AfterConnect, after the
+//     caller's, marks it): the manager's add, finish and queries, run once
+//     in a transaction rolled back, in the background, before the
+//     connection goes back to the pool, so that the calls it serves next
+//     do not pay for preparing, planning and catalog loading (about five
+//     warm writes' worth, measured). The first call pays only for what it
+//     needs, as on a plain pool; only a call that needs that very
+//     connection (the pool at its size) waits for the warm-up. A
+//     connection to a database not migrated yet is not warmed.
 //   - Cancel requests: when a caller's context ends during a statement, pgx
 //     asks the server to cancel it (and closes the connection if the server
 //     does not answer within DefaultCancelDeadlineDelay) instead of only
@@ -167,7 +171,7 @@ func ConfigurePool(cfg *pgxpool.Config, opts ...PoolOption) {
 				return err
 			}
 		}
-		warmUp(ctx, conn)
+		conn.PgConn().CustomData()[warmUpKey] = true // warmed after its first call (release)
 		return nil
 	}
 

@@ -2,8 +2,10 @@ package remotestorage_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,33 +43,46 @@ func TestNewPgManagerWarnsOfAPlainPool(t *testing.T) {
 }
 
 // TestConfigurePoolWarmsNewConnections: a ConfigurePool pool runs the
-// manager's statements once on each new connection, storing nothing, so the
-// first write it serves prepares nothing more; a connection to a database
-// not migrated yet still connects.
+// manager's statements once on each new connection after the manager's
+// first call on it, storing nothing, and before the connection serves
+// another call: the first call on a new connection prepares only its own
+// statement, and the next add, finish and lookup prepare nothing more; a
+// connection to a database not migrated yet still connects.
 func TestConfigurePoolWarmsNewConnections(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := newPool(t, pgtest.NewDatabase(t), 1, true)
 	m := newManager(t, pool)
-
-	pool.Reset() // a new connection for the write
 	prepared := func() (n int) {
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements", pgx.QueryExecModeSimpleProtocol).Scan(&n))
 		return n
 	}
-	before := prepared()
-	require.Positive(t, before, "the new connection prepared nothing")
+
+	pool.Reset() // a new connection
+	require.Zero(t, prepared(), "the new connection prepared statements before the manager's first call")
 	tp := testTP(0)
+	_, _, err := m.HighestOffsetForEpoch(ctx, tp, 0) // its first call
+	require.NoError(t, err)
+	warmed := prepared() // once the warm-up has given the connection back
+	require.Greater(t, warmed, 1, "no warm-up after the first call")
 	s := segment(tp, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
 	require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
 	_, found, err := m.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
 	require.NoError(t, err)
 	require.True(t, found)
-	require.Equal(t, before, prepared(), "the first add, finish and lookup on a warmed connection prepared statements")
+	require.Equal(t, warmed, prepared(), "the add, finish and lookup on a warmed connection prepared statements")
 	var partitions int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM rlmm_partitions").Scan(&partitions))
 	require.Equal(t, 1, partitions, "the warm-up stored something")
+
+	// A call with a context that can end warms its connection too.
+	pool.Reset()
+	deadline, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, _, err = m.HighestOffsetForEpoch(deadline, tp, 0)
+	require.NoError(t, err)
+	require.Greater(t, prepared(), 1, "no warm-up after a first call with a deadline")
 
 	// A database without the schema: the warm-up fails quietly.
 	bare := pool.Config()

@@ -65,12 +65,14 @@ type statementResult[T any] struct {
 // reaches the cache and the notifications.
 func runStatement[T any](ctx context.Context, pool *pgxpool.Pool, stmt func(context.Context, db.DBTX) (T, error), late func(T, error)) (T, error) {
 	var zero T
-	if ctx.Done() == nil {
-		return stmt(ctx, pool) // nothing can interrupt it
-	}
 	conn, err := pool.Acquire(ctx) // a deadline passing here sends nothing
 	if err != nil {
 		return zero, err
+	}
+	if ctx.Done() == nil { // nothing can interrupt it
+		v, err := stmt(ctx, conn)
+		release(conn)
+		return v, err
 	}
 	stmtCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan statementResult[T], 1)
@@ -81,14 +83,14 @@ func runStatement[T any](ctx context.Context, pool *pgxpool.Pool, stmt func(cont
 	select {
 	case r := <-done:
 		stop()
-		conn.Release()
+		release(conn)
 		return r.value, r.err
 	case <-ctx.Done():
 	}
 	select {
 	case r := <-done: // finished as the context ended: the result is known
 		stop()
-		conn.Release()
+		release(conn)
 		return r.value, r.err
 	default:
 	}
@@ -130,7 +132,7 @@ func finishAbandoned[T any](conn *pgxpool.Conn, done <-chan statementResult[T], 
 		_, _ = pgConn.Exec(ctx, "SELECT 1").ReadAll()
 		cancel()
 	}
-	conn.Release()
+	release(conn)
 	if late != nil {
 		late(r.value, r.err)
 	}
