@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -225,6 +226,11 @@ type protoShape struct {
 	// segment is longer (an UPDATE whose WHERE fails locks nothing), and
 	// read for its delete state.
 	xidOrder bool
+	// keyShare, with xidOrder, reads the partition's delete state under a
+	// FOR KEY SHARE lock (writers share it; a delete record's writer,
+	// locking FOR UPDATE, waits for them and they for it), as a feed by
+	// transaction id needs so that no add lands after a delete record.
+	keyShare bool
 	// noSeq, with xidOrder, stamps every write with version 1 instead of
 	// a value of the shared sequence, to see what the sequence costs.
 	noSeq bool
@@ -257,6 +263,17 @@ func protoPlainBump(add bool) string {
 ), pr AS MATERIALIZED (
     SELECT version FROM up UNION ALL SELECT version FROM ins
 )`
+}
+
+// keyShareCTE is the CTE lp, the partition's delete state read under a FOR
+// KEY SHARE lock, with a comma after it; empty without keyShare.
+func (o protoShape) keyShareCTE() string {
+	if !o.keyShare {
+		return ""
+	}
+	return ` lp AS MATERIALIZED (
+    SELECT p.delete_state FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 FOR KEY SHARE
+),`
 }
 
 // version is what an xidOrder write stamps as its version.
@@ -295,9 +312,13 @@ func (o protoShape) add() string {
 SELECT added_version FROM seg`
 	}
 	if o.xidOrder {
+		live := "NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS NOT NULL)"
+		if o.keyShare {
+			live = "NOT EXISTS (SELECT 1 FROM lp WHERE lp.delete_state IS NOT NULL)"
+		}
 		return `WITH v AS MATERIALIZED (
     SELECT ` + o.version() + ` AS v
-), pr AS (
+),` + o.keyShareCTE() + ` pr AS (
     INSERT INTO p_partitions (topic_id, partition, topic, max_segment_span)
     SELECT $1, $2, 'writes', $5::bigint - $4::bigint
     WHERE NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2)
@@ -308,7 +329,7 @@ SELECT added_version FROM seg`
 ), seg AS (
     ` + protoInsertSegment("v.v") + `
     FROM v
-    WHERE NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS NOT NULL)
+    WHERE ` + live + `
     RETURNING added_version
 )
 SELECT added_version FROM seg`
@@ -364,6 +385,10 @@ func (o protoShape) finish() string {
 		live := "\n      AND NOT EXISTS (SELECT 1 FROM p_partitions p WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state = 2)"
 		if o.xidOrder {
 			prefix, xid = "WITH v AS MATERIALIZED (SELECT "+o.version()+" AS v)", ", last_xid = pg_current_xact_id()"
+			if o.keyShare {
+				prefix += "," + strings.TrimSuffix(o.keyShareCTE(), ",")
+				live = "\n      AND NOT EXISTS (SELECT 1 FROM lp WHERE lp.delete_state = 2)"
+			}
 		}
 		if o.plainBump {
 			prefix, v, from, live = protoPlainBump(false), "pr.version", "pr", "" // pr is empty for a deleted partition

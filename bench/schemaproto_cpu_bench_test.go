@@ -154,6 +154,7 @@ ALTER TABLE p_segments DROP CONSTRAINT p_segments_valid;`)
 		{"one row without the partition row and the epoch ends", oneRow, protoShape{}.addFinish()},
 		{"one row, a change feed by transaction id", oneRowXid, protoShape{ends: true, xidOrder: true}.addFinish()},
 		{"one row, a change feed by transaction id, without the epoch ends", oneRowXid, protoShape{xidOrder: true}.addFinish()},
+		{"one row, a change feed by transaction id, the partition row locked FOR KEY SHARE, without the epoch ends", oneRowXid, protoShape{xidOrder: true, keyShare: true}.addFinish()},
 		{"one row, a change feed by transaction id, without the epoch ends and the row rule", oneRowXidNoRule, protoShape{xidOrder: true}.addFinish()},
 		{"two raw UPDATE commits again", library, rawTwoCommits},
 	} {
