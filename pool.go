@@ -117,8 +117,9 @@ func dsnPasswords(dsn string) []string {
 // ConfigurePool prepares a pool configuration for a database that restarts,
 // crashes and drops connections. It keeps what the caller set (its
 // BeforeConnect runs after the backoff's, its AfterConnect before the one
-// that marks a connection for its warm-up, its Tracer beside the backoff's) except the context watcher
-// handler, which it replaces, and adds:
+// that marks a connection for its warm-up, its Tracer beside the
+// backoff's) except the context watcher handler, which it replaces, and
+// adds:
 //
 //   - A connect backoff. pgxpool opens a new connection for every Acquire
 //     that finds none idle, so while the database is down each call of each
