@@ -9,7 +9,9 @@ import (
 )
 
 // notifyChannel is the channel on which writes are announced, after they
-// commit (notifier.go), with the payload "<topic id>/<partition>/<version>".
+// commit (notifier.go), with the payload "<topic id>/<partition>/<write
+// order>": the write order (rlmm_versions) of the newest write announced,
+// which tells a manager its own writes apart.
 const notifyChannel = "rlmm_changes"
 
 // resetNotificationPrefix starts the payload "reset/<generation>" that
@@ -17,8 +19,8 @@ const notifyChannel = "rlmm_changes"
 const resetNotificationPrefix = "reset/"
 
 // parseNotification reads a partition's notification payload
-// ("<topic id>/<partition>/<version>"): the partition and its version;
-// false for any other payload.
+// ("<topic id>/<partition>/<write order>"): the partition and the write
+// order; false for any other payload.
 func parseNotification(payload string) (partitionKey, int64, bool) {
 	parts := strings.Split(payload, "/")
 	if len(parts) != 3 {
@@ -33,7 +35,8 @@ func parseNotification(payload string) (partitionKey, int64, bool) {
 	return partitionKey{topicID: topicID, partition: int32(partition)}, version, true
 }
 
-// notificationPayload is the payload announcing that k reached version.
+// notificationPayload is the payload announcing the write of k at write
+// order version.
 func notificationPayload(k partitionKey, version int64) string {
 	return k.topicID.String() + "/" + strconv.FormatInt(int64(k.partition), 10) + "/" + strconv.FormatInt(version, 10)
 }

@@ -5,6 +5,8 @@ import (
 
 	"context"
 
+	"github.com/google/uuid"
+
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 )
@@ -62,15 +64,18 @@ func (m *PgManager) ListenerConnections() int64 { return m.cache.test.connection
 // Listening reports whether the cache's listener is connected and listening.
 func (m *PgManager) Listening() bool { return m.cache.test.listening.Load() }
 
-// PartitionVersionForTest reads tp's committed version on the primary.
-func (m *PgManager) PartitionVersionForTest(ctx context.Context, tp TopicIDPartition) (int64, error) {
-	return m.partitionVersion(ctx, m.pool, tp, "primary")
+// SnapshotForTest returns a snapshot of the primary taken now, as the
+// cache keeps one: the writes committed after it are those it does not see.
+func (m *PgManager) SnapshotForTest(ctx context.Context) (string, error) {
+	var text string
+	err := m.pool.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&text)
+	return text, err
 }
 
 // PartitionChangesForTest sends the cache's catch-up read of the segments
-// of tp written after version, as one statement.
-func (m *PgManager) PartitionChangesForTest(ctx context.Context, tp TopicIDPartition, after int64) (int, error) {
-	rows, err := m.queries.PartitionChanges(ctx, m.pool, db.PartitionChangesParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after})
+// of tp written since snapshot after, as one statement.
+func (m *PgManager) PartitionChangesForTest(ctx context.Context, tp TopicIDPartition, after string) (int, error) {
+	rows, err := m.queries.PartitionChanges(ctx, m.pool, db.PartitionChangesParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after})
 	return len(rows), err
 }
 
@@ -89,31 +94,49 @@ func (m *PgManager) EpochEndsLoadForTest(ctx context.Context, tp TopicIDPartitio
 }
 
 // PartitionCatchUpForTest sends the cache's one-statement catch-up of tp
-// after version, and returns how many segments it brought.
-func (m *PgManager) PartitionCatchUpForTest(ctx context.Context, tp TopicIDPartition, after int64) (int, error) {
-	rows, err := m.queries.PartitionCatchUp(ctx, m.pool, db.PartitionCatchUpParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after})
+// since snapshot after, and returns how many segments it brought.
+func (m *PgManager) PartitionCatchUpForTest(ctx context.Context, tp TopicIDPartition, after string) (int, error) {
+	rows, err := m.queries.PartitionCatchUp(ctx, m.pool, db.PartitionCatchUpParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after})
 	return len(rows), err
 }
 
-// PollVersionsForTest sends the cache poll's statement for tps.
-func (m *PgManager) PollVersionsForTest(ctx context.Context, tps ...TopicIDPartition) error {
-	var params db.PartitionVersionsParams
+// PollForTest sends the cache poll's statement for tps, each with snapshot
+// after and delete_version 0, and returns how many it found behind.
+func (m *PgManager) PollForTest(ctx context.Context, after string, tps ...TopicIDPartition) (int, error) {
+	var params db.PartitionsBehindParams
 	for _, tp := range tps {
 		params.TopicIds = append(params.TopicIds, tp.TopicID.String())
 		params.Partitions = append(params.Partitions, tp.Partition)
+		params.Snapshots = append(params.Snapshots, after)
+		params.DeleteVersions = append(params.DeleteVersions, 0)
 	}
-	_, err := m.queries.PartitionVersions(ctx, m.pool, params)
-	return err
+	rows, err := m.queries.PartitionsBehind(ctx, m.pool, params)
+	behind := 0
+	for _, r := range rows {
+		if r.Behind {
+			behind++
+		}
+	}
+	return behind, err
 }
 
-// CachedVersion returns the cached version of tp (-1 when not loaded),
-// without asking the database or waking the follower.
-func (m *PgManager) CachedVersion(tp TopicIDPartition) int64 {
-	v, _, _, loaded := m.cache.cachedVersion(tp)
+// CachedSnapshot returns the snapshot tp's cache was last brought up to
+// ("" when not loaded), without asking the database or waking the follower.
+func (m *PgManager) CachedSnapshot(tp TopicIDPartition) string {
+	after, _, loaded := m.cache.cursor(tp)
 	if !loaded {
-		return -1
+		return ""
 	}
-	return v
+	return after.text
+}
+
+// CacheHoldsSegment reports whether tp's cache holds segment id at its
+// stored last_version or newer (forgotten included), without asking the
+// database.
+func (m *PgManager) CacheHoldsSegment(tp TopicIDPartition, id uuid.UUID, lastVersion int64) bool {
+	held := false
+	_, _ = m.cache.read(tp, func(p *memPartition) { held = p.holdsWrite(id, lastVersion) })
+	return held
 }
 
 // PurgesInBackground reports whether the manager runs the background purge.

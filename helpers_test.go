@@ -31,14 +31,13 @@ import (
 // The segments, updates, pools and managers of package rstest, under the
 // names the root's tests have always used.
 var (
-	testTP           = rstest.TP
-	segment          = rstest.Segment
-	update           = rstest.Update
-	newPool          = rstest.NewPool
-	newManager       = rstest.NewManager
-	brokersOn        = rstest.BrokersOn
-	writeFinished    = rstest.WriteFinished
-	partitionVersion = rstest.PartitionVersion
+	testTP        = rstest.TP
+	segment       = rstest.Segment
+	update        = rstest.Update
+	newPool       = rstest.NewPool
+	newManager    = rstest.NewManager
+	brokersOn     = rstest.BrokersOn
+	writeFinished = rstest.WriteFinished
 )
 
 func ids(list []rs.RemoteLogSegmentMetadata) []string {

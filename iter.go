@@ -43,7 +43,7 @@ var _ SegmentStreams = (*InMemoryManager)(nil)
 const listPageSize = 1000
 
 // listKey is a segment's position in list order: its start offset, then the
-// partition version of its add. It is unique within a partition and never
+// write order of its add. It is unique within a partition and never
 // changes, so it serves as the cursor between pages.
 type listKey struct {
 	startOffset  int64

@@ -22,7 +22,7 @@ const listenerProbeTimeout = 3 * time.Second
 const listenerWarning = "remotestorage: the cache's LISTEN connection did not hear a probe notification sent through the pool: " +
 	"the pool probably goes through a transaction pooler (PgBouncer pool_mode=transaction), where LISTEN does not hold. " +
 	"Give the listener a session connection with remotestorage.WithListenerConnConfig (a direct DSN to the primary). " +
-	"Until then freshness falls back to the periodic version poll and CaughtUp."
+	"Until then freshness falls back to the periodic poll and CaughtUp."
 
 // listenerConnConfig returns the configuration of the listener's
 // connection: WithListenerConnConfig's, else the pool's, with a probe run
@@ -81,7 +81,7 @@ func (c *pgCache) probeListener(ctx context.Context, conn *pgconn.PgConn) {
 // (re)connect every partition catches up, for what was missed meanwhile.
 // It logs when it stops listening and when it listens again, not each
 // failed attempt in between: meanwhile queries keep answering from the
-// cache, and the version poll and CaughtUp keep it honest.
+// cache, and the poll and CaughtUp keep it honest.
 func (c *pgCache) listen() {
 	backoff := newBackoff()
 	failed := 0 // attempts since the listener last listened
@@ -98,7 +98,7 @@ func (c *pgCache) listen() {
 			return
 		}
 		if failed == 0 {
-			c.m.logWarn("the cache's listener is not listening; it retries with backoff, and until then the cache catches up by its version poll and CaughtUp", "error", err)
+			c.m.logWarn("the cache's listener is not listening; it retries with backoff, and until then the cache catches up by its poll and CaughtUp", "error", err)
 		}
 		failed++
 		select {
@@ -154,18 +154,20 @@ func (c *pgCache) listenOnce(listening func()) error {
 			c.mu.RUnlock()
 			continue
 		}
-		key, version, ok := parseNotification(n.Payload)
+		key, order, ok := parseNotification(n.Payload)
 		if !ok {
 			continue
 		}
-		// A partition that reloads wakes whatever the version: the reload
-		// follows a reset of the data (the partition's row deleted, its
-		// versions numbered from 1 again), so a notification below the
-		// version cached before the reset may be one its snapshot missed.
-		c.mu.RLock()
-		if cp := c.partitions[key]; cp != nil && (cp.data == nil || cp.reloading || cp.data.version < version) {
-			cp.wake()
+		// This manager's own write is in its cache already; any other
+		// wakes the follower, which reads what its snapshot does not see.
+		c.mu.Lock()
+		if cp := c.partitions[key]; cp != nil {
+			if _, own := cp.own[order]; own && cp.data != nil && !cp.reloading {
+				delete(cp.own, order)
+			} else {
+				cp.wake()
+			}
 		}
-		c.mu.RUnlock()
+		c.mu.Unlock()
 	}
 }

@@ -13,15 +13,15 @@ import (
 // are the reference semantics of API.md, answered from an index rebuilt
 // lazily after writes.
 type memPartition struct {
-	version       int64 // bumped by every write to the partition
+	version       int64 // InMemoryManager's: bumped by every write to the partition
 	deleteState   RemotePartitionDeleteState
-	deleteVersion int64                     // the version deleteState is known at (PgManager's cache)
+	deleteVersion int64                     // the write order of deleteState (PgManager's cache)
 	segments      map[uuid.UUID]*memSegment // the segments not forgotten
-	// forgotten holds, in PgManager's cache, the segments forgotten at a
-	// version the cache does not cover yet (id -> that version), so that
-	// an older row from a catch-up in flight cannot bring one back. Pruned
-	// once the cached version covers them; InMemoryManager keeps none.
-	forgotten map[uuid.UUID]int64
+	// forgotten holds, in PgManager's cache, the segments forgotten by a
+	// write that the cache's snapshot does not see yet, so that an older
+	// row from a catch-up in flight cannot bring one back. Pruned once the
+	// snapshot sees them; InMemoryManager keeps none.
+	forgotten map[uuid.UUID]tombstone
 	epochEnds map[LeaderEpoch]int64 // EpochEndOffset's high-water marks (raiseEpochEnds)
 	tp        *TopicIDPartition     // the partition as its first stored segment names it (share)
 
@@ -45,9 +45,16 @@ type memSegment struct {
 	epochs                []epochStart
 	state                 RemoteLogSegmentState
 	txnIndexEmpty         bool
-	addedVersion          int64
-	finishedVersion       int64 // partition version of the first COPY_SEGMENT_FINISHED; 0: never finished
-	lastVersion           int64 // partition version of the latest write to the segment
+	addedVersion          int64 // the write order of the add
+	finishedVersion       int64 // the write order of the first COPY_SEGMENT_FINISHED; 0: never finished
+	lastVersion           int64 // the order of the latest write among the segment's writes
+}
+
+// tombstone is a forgotten segment in PgManager's cache: the lastVersion
+// of the write that forgot it, and that write's transaction id.
+type tombstone struct {
+	lastVersion int64
+	xid         uint64
 }
 
 // epochStart is one entry of a segment's epoch map.
@@ -124,7 +131,7 @@ type epochRange struct {
 }
 
 func newMemPartition() *memPartition {
-	return &memPartition{deleteState: partitionDeleteNone, segments: make(map[uuid.UUID]*memSegment), forgotten: make(map[uuid.UUID]int64)}
+	return &memPartition{deleteState: partitionDeleteNone, segments: make(map[uuid.UUID]*memSegment), forgotten: make(map[uuid.UUID]tombstone)}
 }
 
 // changed marks the index stale. Callers hold the owner's write lock.
@@ -249,27 +256,41 @@ func (p *memPartition) nextWithTxnIndex(epoch LeaderEpoch, offset int64) *memSeg
 
 const maxOffset = int64(^uint64(0) >> 1)
 
-// put stores the cache's copy of a write to s, unless the partition already
-// holds a newer write of the segment. A forgotten segment leaves memory.
-// The cache holds every write up to p.version, so a segment that is absent
-// although its row is not newer than p.version was forgotten since: the
-// row is older news and is dropped.
-func (p *memPartition) put(s *memSegment) {
+// put stores the cache's copy of a write to s, made in transaction xid,
+// unless the partition already holds a newer write of the segment. A
+// forgotten segment leaves memory, and leaves a tombstone.
+func (p *memPartition) put(s *memSegment, xid uint64) {
 	id := s.id
-	if old := p.segments[id]; old != nil {
-		if old.lastVersion > s.lastVersion {
-			return
-		}
-	} else if v, gone := p.forgotten[id]; (gone && v >= s.lastVersion) || s.lastVersion <= p.version {
+	if !p.newer(id, s.lastVersion) {
 		return
 	}
 	if s.state == DeleteSegmentFinished {
 		delete(p.segments, id)
-		p.forgotten[id] = s.lastVersion
+		p.forgotten[id] = tombstone{lastVersion: s.lastVersion, xid: xid}
 		return
 	}
 	p.share(s)
 	p.segments[id] = s
+}
+
+// newer reports whether a write of segment id at lastVersion is newer than
+// what the partition holds of it.
+func (p *memPartition) newer(id uuid.UUID, lastVersion int64) bool {
+	if old := p.segments[id]; old != nil {
+		return old.lastVersion < lastVersion
+	}
+	t, gone := p.forgotten[id]
+	return !gone || t.lastVersion < lastVersion
+}
+
+// holdsWrite reports whether the partition holds the write of segment id
+// at lastVersion, or a newer one.
+func (p *memPartition) holdsWrite(id uuid.UUID, lastVersion int64) bool {
+	if old := p.segments[id]; old != nil {
+		return old.lastVersion >= lastVersion
+	}
+	t, gone := p.forgotten[id]
+	return gone && t.lastVersion >= lastVersion
 }
 
 // share points s at the partition's TopicIDPartition when s names the
@@ -284,10 +305,11 @@ func (p *memPartition) share(s *memSegment) {
 	}
 }
 
-// pruneForgotten drops the tombstones the cached version covers.
-func (p *memPartition) pruneForgotten() {
-	for id, v := range p.forgotten {
-		if v <= p.version {
+// pruneForgotten drops the tombstones that the cache's snapshot after
+// sees: no catch-up brings an older row of theirs any more.
+func (p *memPartition) pruneForgotten(after snapshot) {
+	for id, t := range p.forgotten {
+		if after.sees(t.xid) {
 			delete(p.forgotten, id)
 		}
 	}

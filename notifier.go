@@ -95,7 +95,7 @@ func (n *notifier) run() {
 			continue
 		}
 		if err := n.send(batch); err != nil {
-			n.log("notifying other caches failed; they catch up by their version poll", "partitions", len(batch), "error", err)
+			n.log("notifying other caches failed; they catch up by their poll", "partitions", len(batch), "error", err)
 			n.requeue(batch)
 			select {
 			case <-n.ctx.Done():

@@ -58,9 +58,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithReadReplica sends queries (not writes) to replica, a hot standby of the
-// primary the manager's pool points at. CaughtUp(tp) then reads tp's
-// committed version on the primary first, then on the replica, and is true
-// only when the replica has reached it.
+// primary the manager's pool points at. CaughtUp(tp) then reads where the
+// primary's WAL is first, then how far the replica has replayed it, and is
+// true only when the replica has reached it.
 func WithReadReplica(replica *pgxpool.Pool) Option {
 	return func(o *options) { o.readReplica = replica }
 }
@@ -74,14 +74,14 @@ func WithCache() Option {
 	return func(o *options) { o.cache = true }
 }
 
-// DefaultCachePollInterval is how often a cache checks, in one statement,
-// the committed versions of every partition it holds, when
+// DefaultCachePollInterval is how often a cache asks, in one statement,
+// which partitions it holds have writes it has not read, when
 // WithCachePollInterval is not given.
 const DefaultCachePollInterval = time.Second
 
-// WithCachePollInterval sets how often the cache (WithCache) reads the
-// committed versions of all its partitions in one statement, and catches
-// up those behind: the bound on what a lost notification costs (see
+// WithCachePollInterval sets how often the cache (WithCache) asks, in one
+// statement, which of its partitions have writes it has not read, and
+// catches up those: the bound on what a lost notification costs (see
 // docs/SCALING.md, "How the cache stays fresh"). Zero or less turns the
 // poll off.
 func WithCachePollInterval(d time.Duration) Option {

@@ -19,11 +19,12 @@ import (
 
 // pgCache holds the partitions a PgManager consumes, and keeps them fresh
 // as docs/SCALING.md ("How the cache stays fresh") describes: a cached
-// partition at version v catches up by reading, in one snapshot, the
-// partition row and the segments with last_version > v; notifications only
-// say when. A cache older than the partition's vanished_version, loaded at
-// another data generation, or ahead of the partition's version reloads the
-// partition instead (rows a DBA or a purge deleted leave nothing to read).
+// partition remembers the snapshot it last read in, and catches up by
+// reading, in one newer snapshot, the partition row and the segments whose
+// last_xid the old one does not see; notifications only say when. A cache
+// whose snapshot may not see the partition's vanished_xid, or loaded at
+// another data generation, reloads the partition instead (rows a DBA or a
+// purge deleted leave nothing to read).
 type pgCache struct {
 	m *PgManager
 
@@ -69,18 +70,21 @@ func (h *cacheTestHooks) Init() {
 type cachedPartition struct {
 	tp         TopicIDPartition
 	data       *memPartition
-	generation int64          // the data's generation data was loaded at
-	reloading  bool           // a reload is reading: this manager's writes also go to pending
-	pending    []pendingWrite // this manager's writes made while loading or reloading
-	woken      chan struct{}  // capacity 1: a pending wake-up of the follower
+	generation int64            // the data's generation data was loaded at
+	after      snapshot         // the snapshot data was last brought up to: the change feed resumes there
+	reloading  bool             // a reload is reading: this manager's writes also go to pending
+	pending    []pendingWrite   // this manager's writes made while loading or reloading
+	own        map[int64]uint64 // this manager's writes applied, by write order (-> transaction id), until heard back or seen by after
+	woken      chan struct{}    // capacity 1: a pending wake-up of the follower
 	cancel     context.CancelFunc
 }
 
-// pendingWrite is a write this manager made at version while its partition
-// (re)loaded: applied after the load when the snapshot is older.
+// pendingWrite is a write this manager made in transaction xid while its
+// partition (re)loaded: applied after the load when the load's snapshot
+// does not see it.
 type pendingWrite struct {
-	version int64
-	write   func(p *memPartition)
+	xid   uint64
+	write func(p *memPartition)
 }
 
 func newPgCache(m *PgManager) *pgCache {
@@ -122,20 +126,22 @@ func (c *pgCache) pollEvery(interval time.Duration) {
 		case <-ticker.C:
 		}
 		if err := c.poll(); err != nil && c.ctx.Err() == nil {
-			c.m.logWarn("cache version poll failed", "error", err)
+			c.m.logWarn("cache poll failed", "error", err)
 		}
 	}
 }
 
-// poll reads the committed versions of every loaded partition in one
-// statement and wakes the followers of those the cache is behind on.
+// poll asks, in one statement, which loaded partitions have writes since
+// their snapshots, and wakes their followers.
 func (c *pgCache) poll() error {
-	var params db.PartitionVersionsParams
+	var params db.PartitionsBehindParams
 	c.mu.RLock()
 	for _, cp := range c.partitions {
 		if cp.data != nil {
 			params.TopicIds = append(params.TopicIds, cp.tp.TopicID.String())
 			params.Partitions = append(params.Partitions, cp.tp.Partition)
+			params.Snapshots = append(params.Snapshots, cp.after.text)
+			params.DeleteVersions = append(params.DeleteVersions, cp.data.deleteVersion)
 		}
 	}
 	c.mu.RUnlock()
@@ -144,9 +150,9 @@ func (c *pgCache) poll() error {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
-	var rows []db.PartitionVersionsRow
+	var rows []db.PartitionsBehindRow
 	err := c.m.side.do(ctx, func(conn *pgx.Conn) (err error) {
-		rows, err = c.m.queries.PartitionVersions(ctx, conn, params)
+		rows, err = c.m.queries.PartitionsBehind(ctx, conn, params)
 		return err
 	})
 	if err != nil {
@@ -155,10 +161,10 @@ func (c *pgCache) poll() error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, r := range rows {
-		// A version other than the cached one: behind, or (ahead of the
-		// database) a reset the catch-up turns into a reload.
+		// Behind, or loaded at another generation: a reset the catch-up
+		// turns into a reload.
 		if cp := c.partitions[partitionKey{topicID: uuid.UUID(r.TopicID), partition: r.Partition}]; cp != nil && cp.data != nil &&
-			(cp.data.version != r.Version || cp.generation != r.Generation) {
+			(r.Behind || cp.generation != r.Generation) {
 			cp.wake()
 		}
 	}
@@ -180,7 +186,7 @@ func (c *pgCache) assign(tps []TopicIDPartition) {
 			continue // assigned twice: not reloaded
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		cp := &cachedPartition{tp: tp, woken: make(chan struct{}, 1), cancel: cancel}
+		cp := &cachedPartition{tp: tp, own: make(map[int64]uint64), woken: make(chan struct{}, 1), cancel: cancel}
 		c.partitions[key] = cp
 		cp.woken <- struct{}{} // the load
 		c.wg.Go(func() { c.follow(ctx, cp) })
@@ -241,7 +247,7 @@ func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
 	}
 }
 
-// catchUp reads the partition's changes after the cached version, in one
+// catchUp reads the partition's changes since its snapshot, in one newer
 // snapshot, and applies them; or reloads the partition when rows vanished
 // that the change feed cannot show.
 func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
@@ -253,9 +259,11 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		c.mu.Unlock()
 	}
 	c.mu.RLock()
-	after, generation := int64(0), cp.generation
+	var after *snapshot
+	generation := cp.generation
 	if cp.data != nil {
-		after = cp.data.version
+		after = &snapshot{}
+		*after = cp.after
 	}
 	hook, afterRead, loaded := c.test.beforeCatchUp, c.test.afterRead, cp.data != nil
 	c.mu.RUnlock()
@@ -264,11 +272,13 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	}
 	reload := false
 	read, err := c.readChanges(ctx, cp.tp, after)
-	if err == nil && loaded &&
-		(read.generation != generation || read.partition.VanishedVersion > after || read.partition.Version < after) {
+	// Transaction ids that went back (a failover to a standby that lacked
+	// the old primary's last transactions) would let a snapshot of the old
+	// server see writes it never read: reload.
+	if err == nil && loaded && (read.generation != generation || vanishedSince(read.partition, *after) || read.snapshot.xmax < after.xmax) {
 		reload = true
 		startReload()
-		read, err = c.readChanges(ctx, cp.tp, 0)
+		read, err = c.readChanges(ctx, cp.tp, nil)
 	}
 	if err != nil {
 		if reload {
@@ -291,66 +301,72 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		cp.data, cp.generation, cp.reloading = newMemPartition(), read.generation, false
 	}
 	p := cp.data
+	// A row older than what the cache holds (this manager's own write,
+	// applied meanwhile) is dropped: put keeps the newest write of each
+	// segment, and the newest delete record.
 	for _, r := range read.segments {
 		s := memSegmentFromRow(r, p.tp)
-		p.put(s)
+		p.put(s, r.LastXid)
 		if s.finishedVersion > 0 {
 			p.raiseEpochEnds(s) // EpochEndOffset counts every segment that finished
 		}
 	}
 	applyEpochEnds(p, read.epochEnds)
-	partition := read.partition
-	if partition.Version > p.deleteVersion {
-		p.deleteState, p.deleteVersion = partitionDeleteNone, partition.Version
+	if partition := read.partition; partition.DeleteVersion > p.deleteVersion {
+		p.deleteState, p.deleteVersion = partitionDeleteNone, partition.DeleteVersion
 		if partition.DeleteState.Valid {
 			p.deleteState = RemotePartitionDeleteState(partition.DeleteState.Int16)
 		}
 	}
-	p.version = max(p.version, partition.Version)
-	p.pruneForgotten()
-	// Writes this manager made while the partition (re)loaded may be newer
-	// than the snapshot: keep them (put keeps the newest write of a
-	// segment), in version order, the version following those that come
-	// next to it, and catch up again for any versions in between. Those the
-	// snapshot covers are in it already, or were deleted since.
-	slices.SortFunc(cp.pending, func(a, b pendingWrite) int { return cmp.Compare(a.version, b.version) })
+	cp.after = read.snapshot
+	// Writes this manager made while the partition (re)loaded that the
+	// load's snapshot does not see committed after it: newer than anything
+	// it read of their segments.
 	for _, w := range cp.pending {
-		if w.version <= p.version {
-			continue
-		}
-		w.write(p)
-		if w.version == p.version+1 {
-			p.version = w.version
-		} else {
-			cp.wake()
+		if !read.snapshot.sees(w.xid) {
+			w.write(p)
 		}
 	}
 	cp.pending = nil
-	p.pruneForgotten()
+	p.pruneForgotten(read.snapshot)
+	for order, xid := range cp.own {
+		if read.snapshot.sees(xid) {
+			delete(cp.own, order) // no longer needed to tell the notification apart
+		}
+	}
 	p.changed()
 	c.test.CaughtUp.Signal(cp.tp)
 	return nil
 }
 
+// vanishedSince reports whether rows of the partition were deleted that a
+// cache brought up to snapshot after may not have seen forgotten: the
+// purge's vanished_xid, the largest last_xid of the rows it deleted, is not
+// below the snapshot's xmin.
+func vanishedSince(partition db.RlmmPartition, after snapshot) bool {
+	return partition.VanishedXid.Valid && partition.VanishedXid.Uint64 >= after.xmin
+}
+
 // changes is what a load or a catch-up read, in one snapshot: the
-// partition row, the segments written after the cached version (a load:
+// partition row, the segments written since the cache's snapshot (a load:
 // the live ones), and, for a load, the epoch ends of the segments it does
 // not hold (a catch-up is given every segment that finished since).
 type changes struct {
 	partition  db.RlmmPartition
-	generation int64 // the data's (rlmm_data_generation)
+	generation int64    // the data's (rlmm_data_generation)
+	snapshot   snapshot // the one they were read in
 	segments   []db.RlmmSegment
 	epochEnds  []db.EpochEndsLoadRow
 }
 
-// readChanges reads the partition's changes after version after (0: a
+// readChanges reads the partition's changes since snapshot after (nil: a
 // load). A catch-up that brings segments is one statement, one round trip
 // (PartitionCatchUp); a load, or a catch-up of a partition row that moved
 // alone, reads in one REPEATABLE READ transaction.
-func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after int64) (changes, error) {
-	if after > 0 {
+func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after *snapshot) (changes, error) {
+	if after != nil {
 		rows, err := c.m.queries.PartitionCatchUp(ctx, c.m.pool, db.PartitionCatchUpParams{
-			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.text,
 		})
 		if err != nil {
 			return changes{}, err
@@ -358,10 +374,13 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 		if len(rows) > 0 {
 			read := changes{
 				partition: db.RlmmPartition{
-					Version: rows[0].PartitionVersion, DeleteState: rows[0].PartitionDeleteState,
-					VanishedVersion: rows[0].PartitionVanishedVersion,
+					DeleteState: rows[0].PartitionDeleteState, DeleteVersion: rows[0].PartitionDeleteVersion,
+					VanishedXid: rows[0].PartitionVanishedXid,
 				},
 				generation: rows[0].DataGeneration,
+			}
+			if read.snapshot, err = parseSnapshot(rows[0].Snapshot); err != nil {
+				return changes{}, err
 			}
 			for _, r := range rows {
 				read.segments = append(read.segments, r.RlmmSegment)
@@ -376,20 +395,25 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
 	var read changes
+	generation, err := c.m.queries.DataGeneration(ctx, tx) // the first statement: the transaction's snapshot
+	if err != nil {
+		return changes{}, err
+	}
+	read.generation = generation.Generation
+	if read.snapshot, err = parseSnapshot(generation.Snapshot); err != nil {
+		return changes{}, err
+	}
 	key := db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition}
 	read.partition, err = c.m.queries.PartitionGet(ctx, tx, key)
 	if errors.Is(err, pgx.ErrNoRows) {
-		read.partition, err = db.RlmmPartition{}, nil // never written to: version 0
+		read.partition, err = db.RlmmPartition{}, nil // never written to
 	}
 	if err != nil {
 		return changes{}, err
 	}
-	if read.generation, err = c.m.queries.DataGeneration(ctx, tx); err != nil {
-		return changes{}, err
-	}
-	if after == 0 {
+	if after == nil {
 		// The load: the live segments only, whatever the partition's
-		// history; the partition row gives the version they make up.
+		// history.
 		var live []db.PartitionLoadRow
 		live, err = c.m.queries.PartitionLoad(ctx, tx, db.PartitionLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 		for _, r := range live {
@@ -401,7 +425,7 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after in
 	} else {
 		var rows []db.PartitionChangesRow
 		rows, err = c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
-			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, AfterVersion: after,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.text,
 		})
 		for _, r := range rows {
 			read.segments = append(read.segments, r.RlmmSegment)
@@ -437,13 +461,12 @@ func memSegmentFromRow(r db.RlmmSegment, shared *TopicIDPartition) *memSegment {
 	return s
 }
 
-// applied records a write this manager made to the partition at version,
-// so the write is in the cache before the call returns: write applies it
-// from what the write statement returned, never from a second read. When
-// the cache had not seen every earlier version, the version stays where it
-// was (CaughtUp stays false) and the follower catches up, on the cache's
-// own context rather than the caller's.
-func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memPartition)) {
+// applied records a write w this manager made to the partition, so the
+// write is in the cache before the call returns: write applies it from what
+// the write statement returned, never from a second read. The write order
+// is kept until the write's notification comes back, which then wakes
+// nothing.
+func (c *pgCache) applied(tp TopicIDPartition, w ownWrite, write func(p *memPartition)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cp := c.partitions[keyOf(tp)]
@@ -451,23 +474,14 @@ func (c *pgCache) applied(tp TopicIDPartition, version int64, write func(p *memP
 		return // not consumed
 	}
 	if cp.data == nil || cp.reloading {
-		cp.pending = append(cp.pending, pendingWrite{version: version, write: write})
+		cp.pending = append(cp.pending, pendingWrite{xid: w.xid, write: write})
 		if cp.data == nil {
 			return
 		}
 	}
-	p := cp.data
-	write(p)
-	p.changed()
-	if p.version == version-1 {
-		p.version = version
-		p.pruneForgotten()
-	} else {
-		// Behind (versions in between), or at or past it: a catch-up raced
-		// this call, or the partition's versions restarted (a TRUNCATE),
-		// which the catch-up turns into a reload.
-		cp.wake()
-	}
+	cp.own[w.order] = w.xid
+	write(cp.data)
+	cp.data.changed()
 }
 
 // read runs query on the partition's cached data under the read lock.
@@ -487,20 +501,40 @@ func (c *pgCache) read(tp TopicIDPartition, query func(p *memPartition)) (served
 	return true, nil
 }
 
-// cachedVersion returns the partition's cached version and the data's
-// generation it was loaded at; loaded is false while it loads, consumed
-// false when the manager does not consume it.
-func (c *pgCache) cachedVersion(tp TopicIDPartition) (version, generation int64, consumed, loaded bool) {
+// cursor returns the snapshot the partition's cache was last brought up
+// to; loaded is false while it loads, consumed false when the manager does
+// not consume it.
+func (c *pgCache) cursor(tp TopicIDPartition) (after snapshot, consumed, loaded bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	cp := c.partitions[keyOf(tp)]
 	if cp == nil {
-		return 0, 0, false, false
+		return snapshot{}, false, false
 	}
 	if cp.data == nil {
-		return 0, 0, true, false
+		return snapshot{}, true, false
 	}
-	return cp.data.version, cp.generation, true, true
+	return cp.after, true, true
+}
+
+// holds reports whether the cached partition holds every write that row
+// (PartitionCacheCheck since snapshot after) found committed: loaded at the
+// data's generation, no rows vanished since, the delete record and each
+// segment written since held at least as new.
+func (c *pgCache) holds(tp TopicIDPartition, after snapshot, row db.PartitionCacheCheckRow) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cp := c.partitions[keyOf(tp)]
+	if cp == nil || cp.data == nil || cp.generation != row.Generation ||
+		vanishedSince(db.RlmmPartition{VanishedXid: row.VanishedXid}, after) || row.DeleteVersion > cp.data.deleteVersion {
+		return false
+	}
+	for i, id := range row.SegmentIds {
+		if !cp.data.holdsWrite(uuid.UUID(id), row.LastVersions[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // wake asks the follower of tp, if consumed, to catch up, without waiting.

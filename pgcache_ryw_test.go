@@ -72,12 +72,6 @@ func TestCacheReadsItsOwnWriteAfterTheDeadline(t *testing.T) {
 		require.Truef(t, found, "round %d: b's own COPY_SEGMENT_FINISHED is missing from b's cache", i)
 		require.Equal(t, s.SegmentID, got.SegmentID)
 		require.Equal(t, rs.CopySegmentFinished, got.State)
-
-		// b's follower catches up on the add it missed (b's own write
-		// left a gap): let it finish before the next round arms the hook.
-		version, err := a.PartitionVersionForTest(ctx, tp)
-		require.NoError(t, err)
-		caughtUp(b).WaitUntil(t, "b's follower caught up", func() bool { return b.CachedVersion(tp) == version })
 	}
 	require.GreaterOrEqual(t, succeeded, 10, "too few updates succeeded to say anything")
 }

@@ -174,11 +174,12 @@ func TestCachePollBoundsALostNotification(t *testing.T) {
 	b.DropNotifications(true)
 
 	writeFinished(t, a, tp, 0, 99)
-	version, err := a.PartitionVersionForTest(ctx, tp)
-	require.NoError(t, err)
 	// The bound is one interval plus a catch-up; the timeout only keeps a
 	// broken poll from hanging the test.
-	caughtUp(b).WaitUntil(t, "the poll brought b's cache to the write", func() bool { return b.CachedVersion(tp) >= version })
+	caughtUp(b).WaitUntil(t, "the poll brought b's cache to the write", func() bool {
+		got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
+		return err == nil && found && got.State == rs.CopySegmentFinished
+	})
 	got, found, err := b.RemoteLogSegmentMetadata(ctx, tp, 0, 50)
 	require.NoError(t, err)
 	require.True(t, found)

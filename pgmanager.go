@@ -85,15 +85,23 @@ func (m *PgManager) logInfo(msg string, args ...any) {
 	}
 }
 
-// committed records a write that committed at version: in this manager's
-// cache first (so the write is there before the call returns, and this
-// manager's own listener, hearing of it, finds nothing to catch up), then
-// in the queue of notifications for the others.
-func (m *PgManager) committed(tp TopicIDPartition, version int64, write func(p *memPartition)) {
+// ownWrite identifies a write this manager committed: its write order
+// (rlmm_versions, which its notification carries) and its transaction id
+// (which tells a cache's snapshot whether it holds the write).
+type ownWrite struct {
+	order int64
+	xid   uint64
+}
+
+// committed records a write that committed: in this manager's cache first
+// (so the write is there before the call returns, and this manager's own
+// listener, hearing of it, finds nothing to catch up), then in the queue
+// of notifications for the others.
+func (m *PgManager) committed(tp TopicIDPartition, w ownWrite, write func(p *memPartition)) {
 	if m.cache != nil {
-		m.cache.applied(tp, version, write)
+		m.cache.applied(tp, w, write)
 	}
-	m.notify.notify(tp, version)
+	m.notify.notify(tp, w.order)
 }
 
 // OnPartitionLeadershipChanges is Kafka's assignment hook: the manager
@@ -173,25 +181,38 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 		params.Epochs[i], params.EpochFirstOffsets[i], params.EpochLastOffsets[i] = int32(e), first, last
 	}
 	params.MaxSegmentSpan = s.EndOffset - s.StartOffset
-	added := func(version int64) {
-		m.committed(s.SegmentID.TopicIDPartition, version, func(p *memPartition) {
-			p.put(newMemSegment(s.clone(), version, 0, version))
+	added := func(row db.SegmentAddRow) {
+		m.committed(s.SegmentID.TopicIDPartition, ownWrite{order: row.AddedVersion, xid: row.Xid}, func(p *memPartition) {
+			p.put(newMemSegment(s.clone(), row.AddedVersion, 0, row.AddedVersion), row.Xid)
 		})
 	}
-	version, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (int64, error) {
+	add := func(ctx context.Context, tx db.DBTX) (db.SegmentAddRow, error) {
 		return m.queries.SegmentAdd(ctx, tx, params)
-	}, func(version int64, err error) {
-		if err == nil {
-			added(version) // committed after the caller was answered
+	}
+	afterward := func(row db.SegmentAddRow, err error) {
+		if err == nil && row.AddedVersion >= 0 {
+			added(row) // committed after the caller was answered
 		}
-	})
+	}
+	row, err := runStatement(ctx, m.pool, add, afterward)
+	for range 3 {
+		if err != nil || row.AddedVersion >= 0 || row.DeleteState >= 0 {
+			break
+		}
+		// The partition's first add raced another, which created the
+		// partition row after this statement's snapshot: the next
+		// statement sees it.
+		row, err = runStatement(ctx, m.pool, add, afterward)
+	}
 	var pgErr *pgconn.PgError
 	switch {
-	case err == nil:
-		added(version)
+	case err == nil && row.AddedVersion >= 0:
+		added(row)
 		return nil
-	case errors.Is(err, pgx.ErrNoRows):
+	case err == nil && row.DeleteState >= 0:
 		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record", s.SegmentID.ID, s.SegmentID.TopicIDPartition)
+	case err == nil:
+		return newError(ErrIO, "add segment %s: the row of partition %s was created and could not be read, three times", s.SegmentID.ID, s.SegmentID.TopicIDPartition)
 	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && uniqueSegmentIDConstraints[pgErr.ConstraintName]:
 		return newError(ErrInvalidAdd, "segment %s: segment id was already added", s.SegmentID.ID)
 	}
@@ -220,8 +241,8 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 	// caller's deadline could cut short.
 	updated := func(row db.SegmentUpdateRow) {
 		s := segmentFromUpdate(u, row)
-		m.committed(u.SegmentID.TopicIDPartition, row.UpdatedVersion, func(p *memPartition) {
-			p.put(s)
+		m.committed(u.SegmentID.TopicIDPartition, ownWrite{order: row.WriteOrder, xid: row.Xid}, func(p *memPartition) {
+			p.put(s, row.Xid)
 			if u.State == CopySegmentFinished {
 				p.raiseEpochEnds(s) // as EpochEndOffset counts the finished segments
 			}
@@ -278,37 +299,39 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	tp := d.TopicIDPartition
 	from, fromNone := allowedPartitionDeleteFromStates(d.State)
 	allowed := stateCodes(from)
-	put := func(ctx context.Context, tx db.DBTX) (int64, error) {
-		return m.queries.PartitionDeleteUpdate(ctx, tx, db.PartitionDeleteUpdateParams{
+	put := func(ctx context.Context, tx db.DBTX) (ownWrite, error) {
+		row, err := m.queries.PartitionDeleteUpdate(ctx, tx, db.PartitionDeleteUpdateParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
+		return ownWrite{order: row.DeleteVersion, xid: row.Xid}, err
 	}
 	if fromNone {
 		allowed = append(allowed, int16(partitionDeleteNone))
-		put = func(ctx context.Context, tx db.DBTX) (int64, error) {
-			return m.queries.PartitionDeleteUpsert(ctx, tx, db.PartitionDeleteUpsertParams{
+		put = func(ctx context.Context, tx db.DBTX) (ownWrite, error) {
+			row, err := m.queries.PartitionDeleteUpsert(ctx, tx, db.PartitionDeleteUpsertParams{
 				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Topic: tp.Topic,
 				State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 				Allowed: allowed,
 			})
+			return ownWrite{order: row.DeleteVersion, xid: row.Xid}, err
 		}
 	}
-	stored := func(version int64) {
-		m.committed(tp, version, func(p *memPartition) {
-			if version > p.deleteVersion {
-				p.deleteState, p.deleteVersion = d.State, version
+	stored := func(w ownWrite) {
+		m.committed(tp, w, func(p *memPartition) {
+			if w.order > p.deleteVersion {
+				p.deleteState, p.deleteVersion = d.State, w.order
 			}
 		})
 	}
-	version, err := runStatement(ctx, m.pool, put, func(version int64, err error) {
+	w, err := runStatement(ctx, m.pool, put, func(w ownWrite, err error) {
 		if err == nil {
-			stored(version) // committed after the caller was answered
+			stored(w) // committed after the caller was answered
 		}
 	})
 	if err == nil {
-		stored(version)
+		stored(w)
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -407,14 +430,14 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 // CaughtUp reports whether a query that follows sees every write for tp
 // that the primary had committed when the call began. Reading from the
 // primary, that is true once the primary answers (one round trip). With a
-// replica, the primary's committed version of tp is read first, then the
-// replica's: true when the replica has reached it. With the cache, true when
-// the cached partition holds the primary's version (one round trip);
-// ErrNotReady while it loads; false for a partition the manager does not
-// consume.
+// replica, where the primary's WAL is is read first, then how far the
+// replica has replayed it: true when the replica has reached it. With the
+// cache, true when the cached partition holds every write committed since
+// the snapshot it last read in (one round trip); ErrNotReady while it
+// loads; false for a partition the manager does not consume.
 func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
 	if m.cache != nil {
-		cached, generation, consumed, loaded := m.cache.cachedVersion(tp)
+		after, consumed, loaded := m.cache.cursor(tp)
 		switch {
 		case !consumed:
 			return false, nil
@@ -423,39 +446,32 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 		}
 		// Through runStatement, as every statement: a caller's deadline
 		// returns at once and does not cost a plain pool its connection.
-		row, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.PartitionCacheVersionRow, error) {
-			return m.queries.PartitionCacheVersion(ctx, tx, db.PartitionCacheVersionParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+		row, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.PartitionCacheCheckRow, error) {
+			return m.queries.PartitionCacheCheck(ctx, tx, db.PartitionCacheCheckParams{
+				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.text,
+			})
 		}, nil)
 		if err != nil {
-			return false, ioError(ctx, err, "read the version of %s on the primary", tp)
+			return false, ioError(ctx, err, "read the changes of %s on the primary", tp)
 		}
-		// Ahead of the primary, or loaded at another generation of the
-		// data: the versions restarted (a TRUNCATE), and the cache reloads.
-		if cached == row.Version && generation == row.Generation {
+		if m.cache.holds(tp, after, row) {
 			return true, nil
 		}
 		m.cache.wake(tp) // a notification was missed or is in flight, or the data was reset
 		return false, nil
 	}
-	primary, err := m.partitionVersion(ctx, m.pool, tp, "primary")
-	if err != nil || m.reader == m.pool {
-		return err == nil, err
-	}
-	replica, err := m.partitionVersion(ctx, m.reader, tp, "replica")
+	primary, err := runStatement(ctx, m.pool, m.queries.PrimaryPosition, nil)
 	if err != nil {
-		return false, err
+		return false, ioError(ctx, err, "read the WAL position of the primary")
+	}
+	if m.reader == m.pool {
+		return true, nil
+	}
+	replica, err := runStatement(ctx, m.reader, m.queries.ReplicaPosition, nil)
+	if err != nil {
+		return false, ioError(ctx, err, "read the WAL position the replica has replayed")
 	}
 	return replica >= primary, nil
-}
-
-func (m *PgManager) partitionVersion(ctx context.Context, pool *pgxpool.Pool, tp TopicIDPartition, where string) (int64, error) {
-	version, err := runStatement(ctx, pool, func(ctx context.Context, tx db.DBTX) (int64, error) {
-		return m.queries.PartitionVersion(ctx, tx, db.PartitionVersionParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
-	}, nil)
-	if err != nil {
-		return 0, ioError(ctx, err, "read the version of %s on the %s", tp, where)
-	}
-	return version, nil
 }
 
 // RemoteLogSize is the sum of SegmentSizeInBytes over

@@ -122,7 +122,7 @@ func TestPgBouncerCacheListenerThroughPoolerWarns(t *testing.T) {
 }
 
 // Without a session connection for the listener and with nobody calling
-// CaughtUp, the periodic version poll alone brings other brokers' writes
+// CaughtUp, the periodic poll alone brings other brokers' writes
 // into the cache, through the pooler (its statement encodes its parameters
 // without knowing their types, as exec mode does).
 func TestPgBouncerCachePollBringsWritesWithoutListener(t *testing.T) {

@@ -65,10 +65,11 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 	// Two segments the writes work on, added through the manager.
 	fresh := segment(tp, epoch1Start+planEpoch1*100+1_000_000, epoch1Start+planEpoch1*100+1_000_099, map[rs.LeaderEpoch]int64{1: epoch1Start + planEpoch1*100 + 1_000_000})
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, fresh))
+	// A cache's snapshot that has seen the first and not the second.
+	after, err := m.SnapshotForTest(ctx)
+	require.NoError(t, err)
 	other := segment(tp, fresh.StartOffset+100, fresh.EndOffset+100, map[rs.LeaderEpoch]int64{1: fresh.StartOffset + 100})
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, other))
-	version, err := m.PartitionVersionForTest(ctx, tp)
-	require.NoError(t, err)
 
 	added := segment(tp, fresh.StartOffset+500, fresh.StartOffset+599, map[rs.LeaderEpoch]int64{1: fresh.StartOffset + 500})
 	deleteTP := rs.TopicIDPartition{TopicID: uuid.New(), Topic: "plans", Partition: 1}
@@ -157,11 +158,15 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 			_, err := m.PurgeForgotten(ctx, 0)
 			return err
 		}},
-		{name: "cache version poll", run: func() error {
-			return m.PollVersionsForTest(ctx, tp, deleteTP, rs.TopicIDPartition{TopicID: topicID, Partition: 3})
+		{name: "cache poll", run: func() error {
+			behind, err := m.PollForTest(ctx, after, tp, deleteTP, rs.TopicIDPartition{TopicID: topicID, Partition: 3})
+			if err == nil && behind == 0 {
+				return errors.New("the poll found no partition behind")
+			}
+			return err
 		}},
 		{name: "cache catch-up", run: func() error {
-			_, err := m.PartitionChangesForTest(ctx, tp, version-1)
+			_, err := m.PartitionChangesForTest(ctx, tp, after)
 			return err
 		}},
 		{name: "cache load's epoch ends", run: func() error {
@@ -172,7 +177,7 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 			return err
 		}},
 		{name: "cache catch-up, one statement", run: func() error {
-			n, err := m.PartitionCatchUpForTest(ctx, tp, version-1)
+			n, err := m.PartitionCatchUpForTest(ctx, tp, after)
 			if err == nil && n == 0 {
 				return errors.New("the catch-up brought no segment")
 			}
@@ -242,8 +247,8 @@ func loadPlanData(t *testing.T, pool *pgxpool.Pool, topicID uuid.UUID, from, to 
 	ctx := t.Context()
 	lo, hi := from*planEpoch0PerScale, to*planEpoch0PerScale // epoch-0 segment numbers [lo, hi)
 	_, err := pool.Exec(ctx, `
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
-SELECT $1::uuid, p, 'plans', 0, 99 FROM generate_series(0, $2::int) p
+INSERT INTO rlmm_partitions (topic_id, partition, topic, max_segment_span)
+SELECT $1::uuid, p, 'plans', 99 FROM generate_series(0, $2::int) p
 ON CONFLICT DO NOTHING;
 `, topicID, otherPartitions)
 	require.NoError(t, err)
@@ -253,10 +258,10 @@ ON CONFLICT DO NOTHING;
 	_, err = pool.Exec(ctx, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
+    added_version, finished_version, last_version, last_xid)
 SELECT $1::uuid, p, gen_random_uuid(), 'plans', i * 100, i * 100 + 89, i, 1, 0, 1000, 1, true,
     ARRAY[0], ARRAY[i * 100]::bigint[],
-    2 * i + 1, 2 * i + 2, 2 * i + 2
+    2 * i + 1, 2 * i + 2, 2 * i + 2, pg_current_xact_id()
 FROM generate_series(0, $4::int) p, generate_series($2::int, $3::int - 1) i;
 `, topicID, lo, hi, otherPartitions)
 	require.NoError(t, err)
@@ -265,11 +270,11 @@ FROM generate_series(0, $4::int) p, generate_series($2::int, $3::int - 1) i;
 		_, err = pool.Exec(ctx, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
+    added_version, finished_version, last_version, last_xid)
 SELECT $1::uuid, 0, gen_random_uuid(), 'plans', $2::bigint + i * 100, $2::bigint + i * 100 + 99, i, 1, 0, 1000, 1, i % 10 <> 9,
     CASE WHEN i = 0 THEN ARRAY[0, 1] ELSE ARRAY[1] END,
     CASE WHEN i = 0 THEN ARRAY[$2::bigint, $2::bigint + 40] ELSE ARRAY[$2::bigint + i * 100] END,
-    1000000 + 2 * i + 1, 1000000 + 2 * i + 2, 1000000 + 2 * i + 2
+    1000000 + 2 * i + 1, 1000000 + 2 * i + 2, 1000000 + 2 * i + 2, pg_current_xact_id()
 FROM generate_series(0, $3::int) i
 WHERE NOT EXISTS (SELECT 1 FROM rlmm_segments s WHERE s.topic_id = $1::uuid AND s.partition = 0 AND 1 = ANY(s.epochs));
 `, topicID, epoch1Start, planEpoch1)
@@ -296,8 +301,7 @@ GROUP BY e.topic_id, e.partition, e.epoch
 ON CONFLICT (topic_id, partition, epoch) DO NOTHING`, topicID)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `
-UPDATE rlmm_partitions p SET version = (SELECT max(last_version) FROM rlmm_segments s WHERE s.topic_id = p.topic_id AND s.partition = p.partition)
-WHERE p.topic_id = $1::uuid;
+SELECT setval('rlmm_versions', greatest(nextval('rlmm_versions'), (SELECT max(last_version) FROM rlmm_segments WHERE topic_id = $1::uuid)));
 `, topicID)
 	require.NoError(t, err)
 }

@@ -29,14 +29,15 @@ func TestRefusalNamesTheStateAfterTheLock(t *testing.T) {
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
 
 	// T1, by hand, as the library's statement would: lock the partition,
-	// move the segment and its epoch rows, bump the version.
+	// move the segment and its epoch rows, stamp the write.
 	t1, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer t1.Rollback(context.Background()) //nolint:errcheck // committed below
 	_, err = t1.Exec(ctx, `
-WITH p AS (UPDATE rlmm_partitions SET version = version + 1 WHERE topic_id = $1 AND partition = $2 RETURNING version),
-s AS (UPDATE rlmm_segments SET state = 2, last_version = (SELECT version FROM p) WHERE segment_id = $3 RETURNING 1)
-UPDATE rlmm_segment_epochs SET state = 2, last_version = (SELECT version FROM p) WHERE segment_id = $3`,
+WITH p AS (SELECT 1 FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2 FOR NO KEY UPDATE),
+s AS (UPDATE rlmm_segments SET state = 2, last_version = nextval('rlmm_versions'), last_xid = pg_current_xact_id()
+      WHERE segment_id = $3 AND EXISTS (SELECT FROM p) RETURNING last_version)
+UPDATE rlmm_segment_epochs SET state = 2, last_version = (SELECT last_version FROM s) WHERE segment_id = $3`,
 		tp.TopicID, tp.Partition, s.SegmentID.ID)
 	require.NoError(t, err)
 

@@ -111,16 +111,17 @@ func TestPgManagerNoSequentialScans(t *testing.T) {
 	// ten epochs per partition, the first segment of each epoch carrying two.
 	const partitions, perPartition = 100, 1000
 	_, err = pool.Exec(ctx, `
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
-SELECT md5('topic')::uuid, p, 'bench', 2 * 1000, 89 FROM generate_series(0, 99) p;
+INSERT INTO rlmm_partitions (topic_id, partition, topic, max_segment_span)
+SELECT md5('topic')::uuid, p, 'bench', 89 FROM generate_series(0, 99) p;
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
+    added_version, finished_version, last_version, last_xid)
 SELECT md5('topic')::uuid, p, md5(p || '/' || i)::uuid, 'bench', i * 100, i * 100 + 89, 0, 1, 0, 1000, 1, true,
     CASE WHEN i % 100 = 0 AND i > 0 THEN ARRAY[i / 100 - 1, i / 100] ELSE ARRAY[i / 100] END,
     CASE WHEN i % 100 = 0 AND i > 0 THEN ARRAY[i * 100, i * 100 + 40]::bigint[] ELSE ARRAY[i * 100]::bigint[] END,
-    2 * i + 1, 2 * i + 2, 2 * i + 2
+    2 * i + 1, 2 * i + 2, 2 * i + 2, pg_current_xact_id()
 FROM generate_series(0, 99) p, generate_series(0, 999) i;
+SELECT setval('rlmm_versions', 2 * 1000);
 INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
     segment_start_offset, segment_end_offset, added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms)
 SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets[k],

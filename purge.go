@@ -103,12 +103,12 @@ func (m *PgManager) PurgeForgotten(ctx context.Context, olderThan time.Duration)
 		total += r.Segments
 		if m.cache != nil {
 			// Partitions whose delete record the round took: their
-			// version moved, and the round notified it; this manager's
-			// cache applies it at once.
+			// delete_version moved, and the round notified it; this
+			// manager's cache applies it at once.
 			for i, id := range r.TopicIds {
 				tp := TopicIDPartition{TopicID: uuid.UUID(id), Topic: r.Topics[i], Partition: r.Partitions[i]}
 				version := r.Versions[i]
-				m.cache.applied(tp, version, func(mp *memPartition) {
+				m.cache.applied(tp, ownWrite{order: version, xid: r.Xid}, func(mp *memPartition) {
 					mp.deleteState, mp.deleteVersion = partitionDeleteNone, version
 					clear(mp.segments)
 					clear(mp.epochEnds)

@@ -9,7 +9,7 @@ import (
 )
 
 // sideConn is a manager's connection for its own background statements
-// (notifications, the cache's version poll): opened on first use, as the
+// (notifications, the cache's poll): opened on first use, as the
 // pool opens its connections, but tracing only the connect, not the
 // statements (they are not the caller's), and never
 // taking a connection the callers' pool may be short of. One statement at

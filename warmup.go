@@ -75,5 +75,5 @@ func warmUp(ctx context.Context, conn *pgx.Conn) {
 	if _, err := q.SegmentLookup(ctx, tx, db.SegmentLookupParams{TopicID: topicID, Partition: 0, Epoch: 0, LookupOffset: 0}); err != nil {
 		return
 	}
-	_, _ = q.PartitionVersion(ctx, tx, db.PartitionVersionParams{TopicID: topicID, Partition: 0})
+	_, _ = q.PrimaryPosition(ctx, tx)
 }

@@ -149,3 +149,12 @@ func rawPrimaryKeySelect(ctx context.Context, pool *pgxpool.Pool, tp rs.TopicIDP
 		FROM rlmm_segments WHERE topic_id = $1 AND partition = $2 AND segment_id = $3`, dbuuid.UUID(tp.TopicID), tp.Partition, dbuuid.UUID(id)).
 		Scan(&seg, &topic, &start, &end, &maxTS, &eventTS, &broker, &size, &custom, &state, &txnEmpty, &epochs, &epochStarts, &added, &last)
 }
+
+// advanceVersions moves rlmm_versions, the library's write order, past
+// last, the largest version that rows inserted with plain SQL took, so that
+// the library's later writes take larger ones.
+func advanceVersions(tb testing.TB, pool *pgxpool.Pool, last int64) {
+	tb.Helper()
+	_, err := pool.Exec(context.Background(), "SELECT setval('rlmm_versions', greatest(nextval('rlmm_versions'), $1::bigint))", last)
+	require.NoError(tb, err)
+}

@@ -78,19 +78,20 @@ func BenchmarkChurnedCacheLoad(b *testing.B) {
 	topic := uuid.New()
 	// Partition 0: 1,000 live; partition 1: 200,000 forgotten, then the
 	// same 1,000 live. Rows as the library writes them.
-	for _, sql := range []string{`
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
-VALUES ($1, 0, 'churn', 2 * $2::int, 99), ($1, 1, 'churn', 2 * ($2::int + $3::int), 99)`, `
+	_, err = pool.Exec(ctx, `
+INSERT INTO rlmm_partitions (topic_id, partition, topic, max_segment_span)
+VALUES ($1, 0, 'churn', 99), ($1, 1, 'churn', 99)`, topic)
+	require.NoError(b, err)
+	_, err = pool.Exec(ctx, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
+    added_version, finished_version, last_version, last_xid)
 SELECT $1, p, gen_random_uuid(), 'churn', i * 100, i * 100 + 99, i, 1, 0, 1000,
-    CASE WHEN i < $3::int * p THEN 3 ELSE 1 END, true, ARRAY[0], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2
-FROM generate_series(0, 1) p, generate_series(0, $3::int * p + $2::int - 1) i`,
-	} {
-		_, err = pool.Exec(ctx, sql, topic, churnLive, churnForgotten)
-		require.NoError(b, err)
-	}
+    CASE WHEN i < $3::int * p THEN 3 ELSE 1 END, true, ARRAY[0], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2,
+    pg_current_xact_id()
+FROM generate_series(0, 1) p, generate_series(0, $3::int * p + $2::int - 1) i`, topic, churnLive, churnForgotten)
+	require.NoError(b, err)
+	advanceVersions(b, pool, 2*(churnLive+churnForgotten))
 	_, err = pool.Exec(ctx, "ANALYZE rlmm_segments, rlmm_segment_epochs, rlmm_partitions")
 	require.NoError(b, err)
 	for p, name := range []string{"forgotten=0", fmt.Sprintf("forgotten=%d", churnForgotten)} {

@@ -17,7 +17,7 @@ import (
 // BenchmarkPgBouncerFreshness: behind PgBouncer in transaction mode, commit
 // on broker A to the write being in broker B's cache, read from B's memory
 // (no CaughtUp to pull it forward). With WithListenerConnConfig the
-// notification brings it; without, only the periodic version poll
+// notification brings it; without, only the periodic poll
 // (WithCachePollInterval, default 1 s) does.
 //
 //	go test -run '^$' -bench PgBouncerFreshness -benchtime 30x ./bench

@@ -24,18 +24,19 @@ import (
 func loadPartition(b testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int) {
 	b.Helper()
 	ctx := context.Background()
-	for _, stmt := range []string{`
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
-VALUES ($1, $2, $3, 2 * $4::bigint, 89)`, `
+	_, err := pool.Exec(ctx, `
+INSERT INTO rlmm_partitions (topic_id, partition, topic, max_segment_span)
+VALUES ($1, $2, $3, 89)`, tp.TopicID, tp.Partition, tp.Topic)
+	require.NoError(b, err)
+	_, err = pool.Exec(ctx, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
+    added_version, finished_version, last_version, last_xid)
 SELECT $1, $2, gen_random_uuid(), $3, i * 100, i * 100 + 89, 0, 1, 0, 1 << 20, '\x0102030405060708'::bytea, 1, true,
-    ARRAY[i / 100], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2
-FROM generate_series(0, $4::int - 1) i`} {
-		_, err := pool.Exec(ctx, stmt, tp.TopicID, tp.Partition, tp.Topic, n)
-		require.NoError(b, err)
-	}
+    ARRAY[i / 100], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2, pg_current_xact_id()
+FROM generate_series(0, $4::int - 1) i`, tp.TopicID, tp.Partition, tp.Topic, n)
+	require.NoError(b, err)
+	advanceVersions(b, pool, 2*int64(n))
 }
 
 // BenchmarkCacheLoad10k loads a 10k-segment partition into the cache, and

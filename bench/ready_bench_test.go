@@ -39,19 +39,19 @@ func BenchmarkCacheReady1M(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(admin.Close)
 	topic := uuid.New()
-	for _, sql := range []string{`
-INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
-SELECT $1, p, 'ready', 2 * $3::int, 99 FROM generate_series(0, $2::int - 1) p`, `
+	_, err = admin.Exec(ctx, `
+INSERT INTO rlmm_partitions (topic_id, partition, topic, max_segment_span)
+SELECT $1, p, 'ready', 99 FROM generate_series(0, $2::int - 1) p`, topic, partitions)
+	require.NoError(b, err)
+	_, err = admin.Exec(ctx, `
 INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
+    added_version, finished_version, last_version, last_xid)
 SELECT $1, p, gen_random_uuid(), 'ready', i * 100, i * 100 + 99, i, 1, 0, 1000, 1, true,
-    ARRAY[i / 100], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2
-FROM generate_series(0, $2::int - 1) p, generate_series(0, $3::int - 1) i`,
-	} {
-		_, err := admin.Exec(ctx, sql, topic, partitions, perPartition)
-		require.NoError(b, err)
-	}
+    ARRAY[i / 100], ARRAY[i * 100]::bigint[], 2 * i + 1, 2 * i + 2, 2 * i + 2, pg_current_xact_id()
+FROM generate_series(0, $2::int - 1) p, generate_series(0, $3::int - 1) i`, topic, partitions, perPartition)
+	require.NoError(b, err)
+	advanceVersions(b, admin, 2*perPartition)
 	_, err = admin.Exec(ctx, "VACUUM ANALYZE rlmm_partitions, rlmm_segments, rlmm_segment_epochs, rlmm_epoch_ends")
 	require.NoError(b, err)
 	tps := make([]rs.TopicIDPartition, partitions)

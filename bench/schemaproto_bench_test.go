@@ -25,12 +25,12 @@ import (
 //     table's CHECKs ANDed into one;
 //   - "one row": one row per segment carrying its epoch ranges (epochs and
 //     their start offsets, as rlmm_segments already does); no epoch rows. The
-//     partition row is still locked and bumped by every write (its version
-//     numbers a partition's writes in commit order), the epoch ends are raised
-//     on a finish, the row rules are one CHECK expression per table. Its
-//     segment indexes are today's: by id, list order with state in the
-//     predicate, the change feed on last_version, the purge's and the stuck
-//     view's on updated_at.
+//     partition row is locked and bumped by every write (its version numbers
+//     a partition's writes in commit order), the epoch ends are raised on a
+//     finish, the row rules are one CHECK expression per table. Its segment
+//     indexes: by id, list order with state in the predicate, the change
+//     feed on last_version (the library's is on last_xid), the purge's and
+//     the stuck view's on updated_at.
 //   - "one row, HOT": the same, with every segment index on columns that
 //     never change (by id, list order without a predicate), so that a finish
 //     is a HOT update; the change feed, the purge's and the stuck view's

@@ -71,8 +71,7 @@ const tableChecks = dropChecks + `
 ALTER TABLE rlmm_partitions ADD CONSTRAINT rlmm_partitions_partition_check CHECK (partition >= 0),
     ADD CONSTRAINT rlmm_partitions_topic_check CHECK (length(topic) BETWEEN 1 AND 249 AND topic NOT IN ('.', '..')
         AND ltrim(topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = ''),
-    ADD CONSTRAINT rlmm_partitions_counters_check CHECK (version >= 0 AND max_segment_span >= 0
-        AND vanished_version >= 0),
+    ADD CONSTRAINT rlmm_partitions_counters_check CHECK (max_segment_span >= 0 AND delete_version >= 0),
     ADD CONSTRAINT rlmm_partitions_delete_state_check CHECK (delete_state IN (0, 1, 2)),
     ADD CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((delete_state IS NULL) = (delete_broker_id IS NULL)
         AND (delete_state IS NULL) = (delete_event_timestamp_ms IS NULL));
@@ -98,7 +97,7 @@ const oneCheckPerTable = dropChecks + `
 ALTER TABLE rlmm_partitions ADD CONSTRAINT rlmm_partitions_check CHECK (partition >= 0
     AND length(topic) BETWEEN 1 AND 249 AND topic NOT IN ('.', '..')
     AND ltrim(topic, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = ''
-    AND version >= 0 AND max_segment_span >= 0 AND vanished_version >= 0
+    AND max_segment_span >= 0 AND delete_version >= 0
     AND (delete_state IS NULL OR delete_state IN (0, 1, 2))
     AND (delete_state IS NULL) = (delete_broker_id IS NULL) AND (delete_state IS NULL) = (delete_event_timestamp_ms IS NULL));
 ALTER TABLE rlmm_segments ADD CONSTRAINT rlmm_segments_check CHECK (state IN (0, 1, 2, 3)

@@ -23,7 +23,7 @@ import (
 //   - library without row rules: the same, after dropping the data tables'
 //     CHECK constraints (dropChecks);
 //   - bare segments table: one INSERT and one UPDATE of the same columns
-//     (state, versions, updated_at: not HOT) in a table made LIKE
+//     (state, versions, last_xid, updated_at: not HOT) in a table made LIKE
 //     rlmm_segments with its indexes and nothing else: no partition row, no
 //     epoch rows, no rules, no keys, no triggers;
 //   - two raw UPDATE commits: the baseline, two HOT updates of one indexed row.
@@ -66,20 +66,20 @@ ALTER TABLE bare_segments ALTER COLUMN start_offset TYPE bigint, ALTER COLUMN se
 
 // bareAddFinish writes the same row with the same two statements' effect on
 // the segment row alone: an INSERT, then an UPDATE of state, broker,
-// versions and updated_at by the id.
+// versions, last_xid and updated_at by the id.
 func bareAddFinish(ctx context.Context, w *writeFloor, _ *rand.Rand) error {
 	i := w.next.Add(1)
 	id := dbuuid.UUID(uuid.New())
 	_, err := w.pool.Exec(ctx, `INSERT INTO bare_segments (topic_id, partition, segment_id, topic, start_offset, end_offset,
     max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty,
-    epochs, epoch_start_offsets, added_version, last_version)
-VALUES ($1, $2, $3, 'floor', $4, $5, 0, 0, 0, 1024, NULL, 0, true, ARRAY[0], ARRAY[$4::bigint], $6, $6)`,
+    epochs, epoch_start_offsets, added_version, last_version, last_xid)
+VALUES ($1, $2, $3, 'floor', $4, $5, 0, 0, 0, 1024, NULL, 0, true, ARRAY[0], ARRAY[$4::bigint], $6, $6, pg_current_xact_id())`,
 		dbuuid.UUID(w.topic), int32(i%int64(w.clients)), id, i*100, i*100+99, 2*i)
 	if err != nil {
 		return err
 	}
 	_, err = w.pool.Exec(ctx, `UPDATE bare_segments SET state = 1, broker_id = 1, event_timestamp_ms = 1,
-    finished_version = $2, last_version = $2, updated_at = now() WHERE segment_id = $1`, id, 2*i+1)
+    finished_version = $2, last_version = $2, last_xid = pg_current_xact_id(), updated_at = now() WHERE segment_id = $1`, id, 2*i+1)
 	return err
 }
 

@@ -31,7 +31,7 @@ type RlmmEpochEnd struct {
 	EndOffset int64
 }
 
-// One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version. Every write to the partition locks this row first.
+// One row per topic partition that has ever had a segment or a partition-delete record: its delete state. Every write to the partition locks this row first (FOR NO KEY UPDATE; a change of the delete record FOR UPDATE), and no write but a change of its delete record or of max_segment_span changes it.
 type RlmmPartition struct {
 	// Kafka topic id (with partition, the identity of the partition).
 	TopicID dbuuid.UUID
@@ -39,8 +39,6 @@ type RlmmPartition struct {
 	Partition int32
 	// Topic name, as the first write named it.
 	Topic string
-	// Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.
-	Version int64
 	// Largest end_offset - start_offset of any segment ever added: a lookup walks back from an offset to offset - max_segment_span, FirstSegmentForTimestamp from startingOffset - max_segment_span.
 	MaxSegmentSpan int64
 	// NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).
@@ -51,10 +49,12 @@ type RlmmPartition struct {
 	DeleteEventTimestampMs pgtype.Int8
 	// When the row was created.
 	CreatedAt pgtype.Timestamptz
-	// When the partition was last written to.
+	// When the row last changed: its delete record, or its max_segment_span.
 	UpdatedAt pgtype.Timestamptz
-	// Largest version at which segment rows of the partition were deleted (rlmm_purge): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.
-	VanishedVersion int64
+	// Write order (rlmm_versions) of the latest change of the delete record: a cache keeps the newest it has seen. 0: never changed.
+	DeleteVersion int64
+	// Largest transaction id among the last writes of the segment rows rlmm_purge deleted (its own, when it took the delete record): a cache whose snapshot may not see it cannot catch up by the change feed and reloads the partition. NULL: none.
+	VanishedXid pgtype.Uint64
 }
 
 // The partition-delete states: code (rlmm_partitions.delete_state) and name; -1 NONE stands for a NULL delete_state. Read-only; mirrors statemachine.go.
@@ -73,7 +73,7 @@ type RlmmPartitionDeleteTransition struct {
 	ToState int16
 }
 
-// One row per partition: its segments per state, the bytes it holds in remote storage, its delete state, version and last change.
+// One row per partition: its segments per state, the bytes it holds in remote storage, its delete state and last change.
 type RlmmPartitionsV struct {
 	// Topic name.
 	Topic string
@@ -97,8 +97,6 @@ type RlmmPartitionsV struct {
 	DeleteBrokerID pgtype.Int4
 	// Event time of the latest partition-delete record; NULL: none.
 	DeleteEventTime pgtype.Timestamptz
-	// Committed version of the partition, bumped by every write to it (CaughtUp compares it).
-	Version int64
 	// Time of the last write to the partition or any of its segments.
 	LastChange pgtype.Timestamptz
 	// When the partition was first written to.
@@ -141,12 +139,14 @@ type RlmmSegment struct {
 	Epochs []int32
 	// First offset of each epoch of the epochs column, strictly increasing.
 	EpochStartOffsets []int64
-	// Partition version of the add: orders segments that start at the same offset.
+	// Write order (rlmm_versions) of the add: orders segments that start at the same offset.
 	AddedVersion int64
-	// Partition version of the first COPY_SEGMENT_FINISHED; NULL: never finished.
+	// Write order (rlmm_versions) of the first COPY_SEGMENT_FINISHED; NULL: never finished.
 	FinishedVersion pgtype.Int8
-	// Partition version of the latest write to the segment: the change feed (segments with last_version > v changed after v).
+	// Order of the latest write to the segment, greater than every earlier write's: a cache keeps the newest write of a segment it has seen.
 	LastVersion int64
+	// Transaction id of the latest write to the segment: the change feed (the rows a snapshot does not see changed after it).
+	LastXid uint64
 	// When the segment was added.
 	CreatedAt pgtype.Timestamptz
 	// When the segment was last written to.
@@ -175,7 +175,7 @@ type RlmmSegmentEpoch struct {
 	SegmentEndOffset int64
 	// Copy of the segment's added_version (list order).
 	AddedVersion int64
-	// Partition version of the segment's first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.
+	// Write order (rlmm_versions) of the segment's first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.
 	FinishedVersion pgtype.Int8
 	// Copy of the segment's last_version, stamped by every write (the state guard tells a raw UPDATE by it staying unchanged).
 	LastVersion int64

@@ -13,88 +13,138 @@ import (
 )
 
 const dataGeneration = `-- name: DataGeneration :one
-SELECT coalesce(max(g.generation), 0)::bigint AS generation FROM rlmm_data_generation g
+SELECT coalesce(max(g.generation), 0)::bigint AS generation, pg_current_snapshot()::text AS snapshot
+FROM rlmm_data_generation g
 `
+
+type DataGenerationRow struct {
+	Generation int64
+	Snapshot   string
+}
 
 // The data's generation: bumped by rlmm_resync(), which a DBA runs after
-// raw DML. 0: the row is gone.
-func (q *Queries) DataGeneration(ctx context.Context, db DBTX) (int64, error) {
+// raw DML. 0: the row is gone. With the snapshot it was read in, for a
+// cache's load.
+func (q *Queries) DataGeneration(ctx context.Context, db DBTX) (DataGenerationRow, error) {
 	row := db.QueryRow(ctx, dataGeneration)
-	var generation int64
-	err := row.Scan(&generation)
-	return generation, err
+	var i DataGenerationRow
+	err := row.Scan(&i.Generation, &i.Snapshot)
+	return i, err
 }
 
-const partitionCacheVersion = `-- name: PartitionCacheVersion :one
-SELECT coalesce(
-    (SELECT p.version FROM rlmm_partitions p
-     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer),
-    0)::bigint AS version,
-    (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
+const partitionCacheCheck = `-- name: PartitionCacheCheck :one
+SELECT coalesce(p.delete_version, 0)::bigint AS delete_version,
+    p.vanished_xid AS vanished_xid,
+    (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation,
+    coalesce(c.segment_ids, '{}')::uuid[] AS segment_ids,
+    coalesce(c.last_versions, '{}')::bigint[] AS last_versions
+FROM (SELECT 1) AS one
+LEFT JOIN rlmm_partitions p ON p.topic_id = $1::uuid AND p.partition = $2::integer
+CROSS JOIN LATERAL (
+    SELECT array_agg(s.segment_id) AS segment_ids, array_agg(s.last_version) AS last_versions
+    FROM (SELECT s.segment_id, s.last_version FROM rlmm_segments s
+          WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
+            AND s.last_xid >= pg_snapshot_xmax(($3::text)::pg_snapshot)
+          UNION ALL
+          SELECT s.segment_id, s.last_version
+          FROM pg_snapshot_xip(($3::text)::pg_snapshot) AS x (xid)
+          CROSS JOIN LATERAL (
+              SELECT s.segment_id, s.last_version FROM rlmm_segments s
+              WHERE s.topic_id = $1::uuid AND s.partition = $2::integer AND s.last_xid = x.xid
+              OFFSET 0) AS s) AS s
+) AS c
 `
 
-type PartitionCacheVersionParams struct {
+type PartitionCacheCheckParams struct {
 	TopicID   dbuuid.UUID
 	Partition int32
+	After     string
 }
 
-type PartitionCacheVersionRow struct {
-	Version    int64
-	Generation int64
+type PartitionCacheCheckRow struct {
+	DeleteVersion int64
+	VanishedXid   pgtype.Uint64
+	Generation    int64
+	SegmentIds    []dbuuid.UUID
+	LastVersions  []int64
 }
 
-// PartitionVersion with the data's generation (rlmm_data_generation), for
-// CaughtUp of a cached partition: a cache loaded at another generation is
-// not caught up, whatever the versions say.
-func (q *Queries) PartitionCacheVersion(ctx context.Context, db DBTX, arg PartitionCacheVersionParams) (PartitionCacheVersionRow, error) {
-	row := db.QueryRow(ctx, partitionCacheVersion, arg.TopicID, arg.Partition)
-	var i PartitionCacheVersionRow
-	err := row.Scan(&i.Version, &i.Generation)
+// What CaughtUp of a cached partition compares, in one snapshot: the
+// partition's delete_version and vanished_xid, the data's generation, and
+// each segment written since the cache's snapshot @after (the rows whose
+// last_xid it does not see: see PartitionCatchUp), by id and last_version.
+// The cache is caught up when it holds each such write already (its own,
+// applied when made).
+func (q *Queries) PartitionCacheCheck(ctx context.Context, db DBTX, arg PartitionCacheCheckParams) (PartitionCacheCheckRow, error) {
+	row := db.QueryRow(ctx, partitionCacheCheck, arg.TopicID, arg.Partition, arg.After)
+	var i PartitionCacheCheckRow
+	err := row.Scan(
+		&i.DeleteVersion,
+		&i.VanishedXid,
+		&i.Generation,
+		&i.SegmentIds,
+		&i.LastVersions,
+	)
 	return i, err
 }
 
 const partitionCatchUp = `-- name: PartitionCatchUp :many
 WITH head AS MATERIALIZED (
     -- Read once, whatever the join order: the partition row by its key.
-    SELECT p.version, p.delete_state, p.vanished_version,
-        (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
+    SELECT p.delete_state, p.delete_version, p.vanished_xid,
+        (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation,
+        pg_current_snapshot()::text AS snapshot
     FROM rlmm_partitions p
     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
 )
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at, head.version AS partition_version, head.delete_state AS partition_delete_state,
-    head.vanished_version AS partition_vanished_version, head.generation AS data_generation
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.last_xid, s.created_at, s.updated_at, head.delete_state AS partition_delete_state, head.delete_version AS partition_delete_version,
+    head.vanished_xid AS partition_vanished_xid, head.generation AS data_generation, head.snapshot AS snapshot
 FROM head
 JOIN rlmm_segments s ON s.topic_id = $1::uuid AND s.partition = $2::integer
- AND s.last_version > $3::bigint
-ORDER BY s.last_version
+ AND s.last_xid >= pg_snapshot_xmax(($3::text)::pg_snapshot)
+UNION ALL
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.last_xid, s.created_at, s.updated_at, head.delete_state, head.delete_version, head.vanished_xid, head.generation, head.snapshot
+FROM head
+CROSS JOIN pg_snapshot_xip(($3::text)::pg_snapshot) AS x (xid)
+CROSS JOIN LATERAL (
+    -- One probe per transaction: a nested loop whatever the statistics.
+    SELECT c.segment_id FROM rlmm_segments c
+    WHERE c.topic_id = $1::uuid AND c.partition = $2::integer AND c.last_xid = x.xid
+    OFFSET 0) AS c
+JOIN rlmm_segments s ON s.segment_id = c.segment_id
 `
 
 type PartitionCatchUpParams struct {
-	TopicID      dbuuid.UUID
-	Partition    int32
-	AfterVersion int64
+	TopicID   dbuuid.UUID
+	Partition int32
+	After     string
 }
 
 type PartitionCatchUpRow struct {
-	RlmmSegment              RlmmSegment
-	PartitionVersion         int64
-	PartitionDeleteState     pgtype.Int2
-	PartitionVanishedVersion int64
-	DataGeneration           int64
+	RlmmSegment            RlmmSegment
+	PartitionDeleteState   pgtype.Int2
+	PartitionDeleteVersion int64
+	PartitionVanishedXid   pgtype.Uint64
+	DataGeneration         int64
+	Snapshot               string
 }
 
 // PartitionChanges and PartitionGet in one statement (one statement, one
 // snapshot: no transaction, one round trip), for the cache's catch-up: each
-// segment written after @after_version, with the partition's version and
-// delete state repeated on every row (a catch-up brings a few rows). No
-// row: no segment changed; the cache then reads both in one transaction,
-// since the partition row may have moved alone (a partition delete). The
-// partition's vanished_version and the data's generation tell the cache when
-// rows vanished that the feed cannot show (a purge, a DBA's DELETE or
-// TRUNCATE). The epoch ends need no feed: the cache raises them from each
-// finished segment it is given.
+// segment written since the snapshot @after the cache last read in, with
+// the partition's delete record and the statement's own snapshot, the
+// cache's next, repeated on every row (a catch-up brings a few rows). The
+// rows a snapshot does not see are those whose last_xid is at or past its
+// xmax, or one of the transactions it saw running (its xip): one range and
+// a few probes of rlmm_segments_changes_idx, however old the oldest
+// running transaction. No row: no segment changed; the cache then reads
+// both in one transaction, since the partition row may have moved alone (a
+// partition delete). The partition's vanished_xid and the data's
+// generation tell the cache when rows vanished that the feed cannot show (a
+// purge, a DBA's DELETE or TRUNCATE). The epoch ends need no feed: the
+// cache raises them from each finished segment it is given.
 func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCatchUpParams) ([]PartitionCatchUpRow, error) {
-	rows, err := db.Query(ctx, partitionCatchUp, arg.TopicID, arg.Partition, arg.AfterVersion)
+	rows, err := db.Query(ctx, partitionCatchUp, arg.TopicID, arg.Partition, arg.After)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +171,14 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 			&i.RlmmSegment.AddedVersion,
 			&i.RlmmSegment.FinishedVersion,
 			&i.RlmmSegment.LastVersion,
+			&i.RlmmSegment.LastXid,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
-			&i.PartitionVersion,
 			&i.PartitionDeleteState,
-			&i.PartitionVanishedVersion,
+			&i.PartitionDeleteVersion,
+			&i.PartitionVanishedXid,
 			&i.DataGeneration,
+			&i.Snapshot,
 		); err != nil {
 			return nil, err
 		}
@@ -139,29 +191,36 @@ func (q *Queries) PartitionCatchUp(ctx context.Context, db DBTX, arg PartitionCa
 }
 
 const partitionChanges = `-- name: PartitionChanges :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.last_xid, s.created_at, s.updated_at
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
-  AND s.last_version > $3::bigint
-ORDER BY s.last_version
+  AND s.last_xid >= pg_snapshot_xmax(($3::text)::pg_snapshot)
+UNION ALL
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.last_xid, s.created_at, s.updated_at
+FROM pg_snapshot_xip(($3::text)::pg_snapshot) AS x (xid)
+CROSS JOIN LATERAL (
+    SELECT c.segment_id FROM rlmm_segments c
+    WHERE c.topic_id = $1::uuid AND c.partition = $2::integer AND c.last_xid = x.xid
+    OFFSET 0) AS c
+JOIN rlmm_segments s ON s.segment_id = c.segment_id
 `
 
 type PartitionChangesParams struct {
-	TopicID      dbuuid.UUID
-	Partition    int32
-	AfterVersion int64
+	TopicID   dbuuid.UUID
+	Partition int32
+	After     string
 }
 
 type PartitionChangesRow struct {
 	RlmmSegment RlmmSegment
 }
 
-// The segments of a partition written after version @after_version, with the
-// epoch-map and version columns a cache needs. Read in the same snapshot as
-// PartitionGet, they bring a cache from @after_version to the partition's
-// version without a gap.
+// The segments of a partition written since the snapshot @after (see
+// PartitionCatchUp), with the epoch-map and version columns a cache needs.
+// Read in the same snapshot as PartitionGet, they bring a cache from @after
+// to that snapshot without a gap.
 func (q *Queries) PartitionChanges(ctx context.Context, db DBTX, arg PartitionChangesParams) ([]PartitionChangesRow, error) {
-	rows, err := db.Query(ctx, partitionChanges, arg.TopicID, arg.Partition, arg.AfterVersion)
+	rows, err := db.Query(ctx, partitionChanges, arg.TopicID, arg.Partition, arg.After)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +247,7 @@ func (q *Queries) PartitionChanges(ctx context.Context, db DBTX, arg PartitionCh
 			&i.RlmmSegment.AddedVersion,
 			&i.RlmmSegment.FinishedVersion,
 			&i.RlmmSegment.LastVersion,
+			&i.RlmmSegment.LastXid,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
 		); err != nil {
@@ -202,15 +262,22 @@ func (q *Queries) PartitionChanges(ctx context.Context, db DBTX, arg PartitionCh
 }
 
 const partitionDeleteUpdate = `-- name: PartitionDeleteUpdate :one
+WITH locked AS MATERIALIZED (
+    SELECT p.topic_id FROM rlmm_partitions p
+    WHERE p.topic_id = $4::uuid AND p.partition = $5::integer
+      AND coalesce(p.delete_state, -1) = ANY($6::smallint[])
+    FOR UPDATE
+)
 UPDATE rlmm_partitions AS p
-SET version = p.version + 1,
+SET delete_version = nextval('rlmm_versions'),
     delete_state = $1::smallint,
     delete_broker_id = $2::integer,
     delete_event_timestamp_ms = $3::bigint,
     updated_at = now()
+FROM locked
 WHERE p.topic_id = $4::uuid AND p.partition = $5::integer
   AND coalesce(p.delete_state, -1) = ANY($6::smallint[])
-RETURNING p.version
+RETURNING p.delete_version, pg_current_xact_id() AS xid
 `
 
 type PartitionDeleteUpdateParams struct {
@@ -222,9 +289,14 @@ type PartitionDeleteUpdateParams struct {
 	Allowed          []int16
 }
 
+type PartitionDeleteUpdateRow struct {
+	DeleteVersion int64
+	Xid           uint64
+}
+
 // A partition-delete transition that needs an existing record in one of
-// the @allowed states.
-func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg PartitionDeleteUpdateParams) (int64, error) {
+// the @allowed states, under the lock PartitionDeleteUpsert takes.
+func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg PartitionDeleteUpdateParams) (PartitionDeleteUpdateRow, error) {
 	row := db.QueryRow(ctx, partitionDeleteUpdate,
 		arg.State,
 		arg.BrokerID,
@@ -233,24 +305,31 @@ func (q *Queries) PartitionDeleteUpdate(ctx context.Context, db DBTX, arg Partit
 		arg.Partition,
 		arg.Allowed,
 	)
-	var version int64
-	err := row.Scan(&version)
-	return version, err
+	var i PartitionDeleteUpdateRow
+	err := row.Scan(&i.DeleteVersion, &i.Xid)
+	return i, err
 }
 
 const partitionDeleteUpsert = `-- name: PartitionDeleteUpsert :one
+WITH locked AS MATERIALIZED (
+    SELECT p.topic_id FROM rlmm_partitions p
+    WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
+    FOR UPDATE
+), write_order AS MATERIALIZED (
+    SELECT nextval('rlmm_versions') AS version FROM (SELECT count(*) FROM locked) AS after_the_lock
+)
 INSERT INTO rlmm_partitions AS p
-    (topic_id, partition, topic, version, delete_state, delete_broker_id, delete_event_timestamp_ms)
-VALUES
-    ($1::uuid, $2::integer, $3::text, 1, $4::smallint, $5::integer, $6::bigint)
+    (topic_id, partition, topic, delete_version, delete_state, delete_broker_id, delete_event_timestamp_ms)
+SELECT $1::uuid, $2::integer, $3::text, w.version, $4::smallint, $5::integer, $6::bigint
+FROM write_order w
 ON CONFLICT (topic_id, partition) DO UPDATE
-SET version = p.version + 1,
+SET delete_version = excluded.delete_version,
     delete_state = excluded.delete_state,
     delete_broker_id = excluded.delete_broker_id,
     delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
     updated_at = now()
 WHERE coalesce(p.delete_state, -1) = ANY($7::smallint[])
-RETURNING p.version
+RETURNING p.delete_version, pg_current_xact_id() AS xid
 `
 
 type PartitionDeleteUpsertParams struct {
@@ -263,10 +342,18 @@ type PartitionDeleteUpsertParams struct {
 	Allowed          []int16
 }
 
+type PartitionDeleteUpsertRow struct {
+	DeleteVersion int64
+	Xid           uint64
+}
+
 // A partition-delete transition that a partition with no record may make
 // too: creates the partition row when there is none. @allowed holds the
-// stored states it may come from, -1 standing for "no record".
-func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg PartitionDeleteUpsertParams) (int64, error) {
+// stored states it may come from, -1 standing for "no record". The row is
+// locked FOR UPDATE first, so that the segments' writes in flight commit
+// before it and those that follow see the change; the write order is taken
+// under that lock. No row back: refused.
+func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg PartitionDeleteUpsertParams) (PartitionDeleteUpsertRow, error) {
 	row := db.QueryRow(ctx, partitionDeleteUpsert,
 		arg.TopicID,
 		arg.Partition,
@@ -276,13 +363,13 @@ func (q *Queries) PartitionDeleteUpsert(ctx context.Context, db DBTX, arg Partit
 		arg.EventTimestampMs,
 		arg.Allowed,
 	)
-	var version int64
-	err := row.Scan(&version)
-	return version, err
+	var i PartitionDeleteUpsertRow
+	err := row.Scan(&i.DeleteVersion, &i.Xid)
+	return i, err
 }
 
 const partitionGet = `-- name: PartitionGet :one
-SELECT topic_id, partition, topic, version, max_segment_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version FROM rlmm_partitions
+SELECT topic_id, partition, topic, max_segment_span, delete_state, delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, delete_version, vanished_xid FROM rlmm_partitions
 WHERE topic_id = $1::uuid AND partition = $2::integer
 `
 
@@ -298,20 +385,20 @@ func (q *Queries) PartitionGet(ctx context.Context, db DBTX, arg PartitionGetPar
 		&i.TopicID,
 		&i.Partition,
 		&i.Topic,
-		&i.Version,
 		&i.MaxSegmentSpan,
 		&i.DeleteState,
 		&i.DeleteBrokerID,
 		&i.DeleteEventTimestampMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
-		&i.VanishedVersion,
+		&i.DeleteVersion,
+		&i.VanishedXid,
 	)
 	return i, err
 }
 
 const partitionLoad = `-- name: PartitionLoad :many
-SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
+SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.last_xid, s.created_at, s.updated_at
 FROM rlmm_segments s
 WHERE s.topic_id = $1::uuid AND s.partition = $2::integer
   AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
@@ -360,6 +447,7 @@ func (q *Queries) PartitionLoad(ctx context.Context, db DBTX, arg PartitionLoadP
 			&i.RlmmSegment.AddedVersion,
 			&i.RlmmSegment.FinishedVersion,
 			&i.RlmmSegment.LastVersion,
+			&i.RlmmSegment.LastXid,
 			&i.RlmmSegment.CreatedAt,
 			&i.RlmmSegment.UpdatedAt,
 		); err != nil {
@@ -373,70 +461,72 @@ func (q *Queries) PartitionLoad(ctx context.Context, db DBTX, arg PartitionLoadP
 	return items, nil
 }
 
-const partitionVersion = `-- name: PartitionVersion :one
-SELECT coalesce(
-    (SELECT p.version FROM rlmm_partitions p
-     WHERE p.topic_id = $1::uuid AND p.partition = $2::integer),
-    0)::bigint AS version
-`
-
-type PartitionVersionParams struct {
-	TopicID   dbuuid.UUID
-	Partition int32
-}
-
-// The partition's committed version: 0 for a partition never written to.
-func (q *Queries) PartitionVersion(ctx context.Context, db DBTX, arg PartitionVersionParams) (int64, error) {
-	row := db.QueryRow(ctx, partitionVersion, arg.TopicID, arg.Partition)
-	var version int64
-	err := row.Scan(&version)
-	return version, err
-}
-
-const partitionVersions = `-- name: PartitionVersions :many
+const partitionsBehind = `-- name: PartitionsBehind :many
 SELECT (($1::text[])[i])::uuid AS topic_id, ($2::integer[])[i]::integer AS partition,
-    coalesce(v.version, 0)::bigint AS version,
+    (coalesce(p.delete_version, 0) <> ($3::bigint[])[i]
+     OR coalesce(p.vanished_xid >= pg_snapshot_xmin((($4::text[])[i])::pg_snapshot), false)
+     OR (SELECT s.last_xid FROM rlmm_segments s
+         WHERE s.topic_id = (($1::text[])[i])::uuid AND s.partition = ($2::integer[])[i]
+           AND s.last_xid >= pg_snapshot_xmax((($4::text[])[i])::pg_snapshot)
+         ORDER BY s.last_xid LIMIT 1) IS NOT NULL
+     OR EXISTS (SELECT 1 FROM pg_snapshot_xip((($4::text[])[i])::pg_snapshot) AS x (xid)
+                CROSS JOIN LATERAL (
+                    SELECT 1 FROM rlmm_segments s
+                    WHERE s.topic_id = (($1::text[])[i])::uuid AND s.partition = ($2::integer[])[i]
+                      AND s.last_xid = x.xid
+                    OFFSET 0) AS s))::boolean AS behind,
     (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
 FROM generate_subscripts($1::text[], 1) AS i
 LEFT JOIN LATERAL (
-    SELECT p.version FROM rlmm_partitions p
+    SELECT p.delete_version, p.vanished_xid FROM rlmm_partitions p
     WHERE p.topic_id = (($1::text[])[i])::uuid AND p.partition = ($2::integer[])[i]
     LIMIT 1
-) AS v ON true
+) AS p ON true
 `
 
-type PartitionVersionsParams struct {
-	TopicIds   []string
-	Partitions []int32
+type PartitionsBehindParams struct {
+	TopicIds       []string
+	Partitions     []int32
+	DeleteVersions []int64
+	Snapshots      []string
 }
 
-type PartitionVersionsRow struct {
+type PartitionsBehindRow struct {
 	TopicID    dbuuid.UUID
 	Partition  int32
-	Version    int64
+	Behind     bool
 	Generation int64
 }
 
-// The committed versions of several partitions (0: never written to), for
-// the caches' periodic version poll, with the data's generation
-// (rlmm_data_generation, read once): one primary-key probe per partition
-// (LATERAL … LIMIT 1, whatever the statistics say). The topic ids come as
-// text: behind PgBouncer the DSN sets default_query_exec_mode=exec, where
-// pgx encodes parameters without knowing their types, and it has no text
-// encoding for a slice of uuid.UUID.
-func (q *Queries) PartitionVersions(ctx context.Context, db DBTX, arg PartitionVersionsParams) ([]PartitionVersionsRow, error) {
-	rows, err := db.Query(ctx, partitionVersions, arg.TopicIds, arg.Partitions)
+// For each of several cached partitions, given the snapshot its cache last
+// read in and the delete_version it holds, whether it has a write the cache
+// may not hold: a segment written since (a row whose last_xid the snapshot
+// does not see), another delete_version, or rows purged that the snapshot
+// may not have seen forgotten (vanished_xid); for the caches' periodic
+// poll, with the data's generation (read once). One primary-key probe and
+// two descents of rlmm_segments_changes_idx per partition (see
+// PartitionCatchUp), whatever the statistics say. The topic ids come as text: behind PgBouncer the
+// DSN sets default_query_exec_mode=exec, where pgx encodes parameters
+// without knowing their types, and it has no text encoding for a slice of
+// uuid.UUID.
+func (q *Queries) PartitionsBehind(ctx context.Context, db DBTX, arg PartitionsBehindParams) ([]PartitionsBehindRow, error) {
+	rows, err := db.Query(ctx, partitionsBehind,
+		arg.TopicIds,
+		arg.Partitions,
+		arg.DeleteVersions,
+		arg.Snapshots,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []PartitionVersionsRow{}
+	items := []PartitionsBehindRow{}
 	for rows.Next() {
-		var i PartitionVersionsRow
+		var i PartitionsBehindRow
 		if err := rows.Scan(
 			&i.TopicID,
 			&i.Partition,
-			&i.Version,
+			&i.Behind,
 			&i.Generation,
 		); err != nil {
 			return nil, err
@@ -447,4 +537,31 @@ func (q *Queries) PartitionVersions(ctx context.Context, db DBTX, arg PartitionV
 		return nil, err
 	}
 	return items, nil
+}
+
+const primaryPosition = `-- name: PrimaryPosition :one
+SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint AS position
+`
+
+// Where the primary's WAL is: every transaction that had committed when
+// this statement began is below it. CaughtUp's round trip to the primary.
+func (q *Queries) PrimaryPosition(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, primaryPosition)
+	var position int64
+	err := row.Scan(&position)
+	return position, err
+}
+
+const replicaPosition = `-- name: ReplicaPosition :one
+SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END
+        - '0/0'::pg_lsn)::bigint AS position
+`
+
+// How far a hot standby has replayed the primary's WAL (a server that is
+// not in recovery: where its own WAL is). CaughtUp's read on a replica.
+func (q *Queries) ReplicaPosition(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, replicaPosition)
+	var position int64
+	err := row.Scan(&position)
+	return position, err
 }

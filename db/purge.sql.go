@@ -14,7 +14,7 @@ import (
 const purgeRound = `-- name: PurgeRound :one
 
 SELECT r.segments::bigint AS segments, r.topic_ids::uuid[] AS topic_ids, r.partitions::integer[] AS partitions,
-       r.topics::text[] AS topics, r.versions::bigint[] AS versions
+       r.topics::text[] AS topics, r.versions::bigint[] AS versions, pg_current_xact_id() AS xid
 FROM rlmm_purge_round($1::bigint * interval '1 microsecond', $2::integer) AS r
 `
 
@@ -29,6 +29,7 @@ type PurgeRoundRow struct {
 	Partitions []int32
 	Topics     []string
 	Versions   []int64
+	Xid        uint64
 }
 
 // Purging (purge.go): what is forgotten is deleted once it has been
@@ -43,10 +44,11 @@ type PurgeRoundRow struct {
 // purge never waits on a broker's write or on another purge, and two
 // purges never pick the same row. Every segment deleted takes its epoch
 // rows with it (the foreign key's ON DELETE CASCADE), and marks its
-// partition's vanished_version, which tells caches behind it to reload the
-// partition rather than catch up (pgcache.go).
+// partition's vanished_xid, which tells caches whose snapshot may not see
+// it to reload the partition rather than catch up (pgcache.go).
 // One round: the segments deleted, and the partitions whose delete record
-// it took (adds work again), with their new versions.
+// it took (adds work again), with their new delete_version; and the
+// round's transaction id.
 func (q *Queries) PurgeRound(ctx context.Context, db DBTX, arg PurgeRoundParams) (PurgeRoundRow, error) {
 	row := db.QueryRow(ctx, purgeRound, arg.OlderThanUs, arg.BatchSize)
 	var i PurgeRoundRow
@@ -56,6 +58,7 @@ func (q *Queries) PurgeRound(ctx context.Context, db DBTX, arg PurgeRoundParams)
 		&i.Partitions,
 		&i.Topics,
 		&i.Versions,
+		&i.Xid,
 	)
 	return i, err
 }

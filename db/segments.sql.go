@@ -14,25 +14,37 @@ import (
 const segmentAdd = `-- name: SegmentAdd :one
 
 
-WITH partition_row AS (
-    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_segment_span)
-    VALUES ($1::uuid, $2::integer, $3::text, 1, $4::bigint)
-    ON CONFLICT (topic_id, partition) DO UPDATE
-    SET version = p.version + 1,
-        max_segment_span = greatest(p.max_segment_span, excluded.max_segment_span),
-        updated_at = now()
-    WHERE p.delete_state IS NULL
-    RETURNING p.topic_id, p.partition, p.version
+WITH existing AS MATERIALIZED (
+    SELECT p.delete_state, p.max_segment_span FROM rlmm_partitions p
+    WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
+    FOR NO KEY UPDATE
+), created AS (
+    INSERT INTO rlmm_partitions (topic_id, partition, topic, max_segment_span)
+    SELECT $1::uuid, $2::integer, $3::text, $4::bigint
+    WHERE NOT EXISTS (SELECT 1 FROM existing)
+    ON CONFLICT (topic_id, partition) DO NOTHING
+    RETURNING 1 AS created
+), widened AS (
+    -- Only when the locked row is narrower (most adds touch nothing
+    -- here), and rechecked on the newest row if another add widens it
+    -- first.
+    UPDATE rlmm_partitions AS p
+    SET max_segment_span = $4::bigint, updated_at = now()
+    WHERE p.topic_id = $1::uuid AND p.partition = $2::integer
+      AND p.max_segment_span < $4::bigint
+      AND EXISTS (SELECT 1 FROM existing e WHERE e.delete_state IS NULL AND e.max_segment_span < $4::bigint)
 ), segment AS (
     INSERT INTO rlmm_segments (
         topic_id, partition, segment_id, topic, start_offset, end_offset,
         max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes,
-        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version)
+        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version, last_xid)
     SELECT $1::uuid, $2::integer, $5::uuid, $3::text, $6::bigint, $7::bigint,
         $8::bigint, $9::integer, $10::bigint, $11::integer,
         $12::bytea, $13::smallint, $14::boolean,
-        $15::integer[], $16::bigint[], partition_row.version, partition_row.version
-    FROM partition_row
+        $15::integer[], $16::bigint[], w.version, w.version, pg_current_xact_id()
+    FROM (SELECT nextval('rlmm_versions') AS version
+          FROM (SELECT count(*) FROM existing) AS after_the_lock) AS w
+    WHERE EXISTS (SELECT 1 FROM existing e WHERE e.delete_state IS NULL) OR EXISTS (SELECT 1 FROM created)
     RETURNING added_version
 ), epochs AS (
     INSERT INTO rlmm_segment_epochs (
@@ -45,7 +57,9 @@ WITH partition_row AS (
     FROM segment, generate_subscripts($15::integer[], 1) AS i
     WHERE cardinality($15::integer[]) > 1
 )
-SELECT segment.added_version FROM segment
+SELECT coalesce((SELECT segment.added_version FROM segment), -1)::bigint AS added_version,
+    coalesce((SELECT e.delete_state FROM existing e), -1)::smallint AS delete_state,
+    pg_current_xact_id() AS xid
 `
 
 type SegmentAddParams struct {
@@ -66,6 +80,12 @@ type SegmentAddParams struct {
 	Epochs            []int32
 	EpochFirstOffsets []int64
 	EpochLastOffsets  []int64
+}
+
+type SegmentAddRow struct {
+	AddedVersion int64
+	DeleteState  int16
+	Xid          uint64
 }
 
 // The statements on segments. Each leaves the planner one reasonable plan
@@ -92,14 +112,21 @@ type SegmentAddParams struct {
 // and operators read. sqlc gives each such query a row type with the fields
 // of the library's apiRow (rows.go), which the compiler holds them to; the
 // lists scan straight into the public type (rows.go says why).
-// Adds a segment in one statement: bumps (or creates) the partition row,
-// which also locks it, unless the partition has a delete record, and widens
-// its max_segment_span to the segment's end - start; inserts the
-// segment and, when it spans several leader epochs, one row per epoch. No row back: the partition has a delete
-// record. A taken segment id fails on rlmm_segments_segment_id_key. The
+// Adds a segment in one statement: locks the partition row FOR NO KEY
+// UPDATE (creating it for the partition's first segment), unless the
+// partition has a delete record, widens its max_segment_span to the
+// segment's end - start when that is larger, and inserts the segment,
+// stamped with a write order (rlmm_versions) taken under that lock and its
+// transaction id, and, when it spans several leader epochs, one row per
+// epoch. The lock orders a partition's writes: their write orders follow
+// their commits, so the list order (start offset, then added_version) and
+// the lookups' "finished last" are the order a reader saw them in. added_version is -1 when nothing was
+// added: delete_state then says why (-1 and no record: a concurrent first
+// add created the partition row after this statement's snapshot; try
+// again). A taken segment id fails on rlmm_segments_segment_id_key. The
 // manager notifies rlmm_changes after the commit (notifier.go), outside
 // this transaction.
-func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams) (int64, error) {
+func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams) (SegmentAddRow, error) {
 	row := db.QueryRow(ctx, segmentAdd,
 		arg.TopicID,
 		arg.Partition,
@@ -119,9 +146,9 @@ func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams)
 		arg.EpochFirstOffsets,
 		arg.EpochLastOffsets,
 	)
-	var added_version int64
-	err := row.Scan(&added_version)
-	return added_version, err
+	var i SegmentAddRow
+	err := row.Scan(&i.AddedVersion, &i.DeleteState, &i.Xid)
+	return i, err
 }
 
 const segmentHighestOffset = `-- name: SegmentHighestOffset :one
@@ -529,7 +556,7 @@ SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_off
        s.epochs, s.epoch_start_offsets, s.added_version /* the API's columns: see the top of segments.sql */
 FROM rlmm_partitions p
 CROSS JOIN LATERAL (
-    SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at FROM rlmm_segments s
+    SELECT s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.last_xid, s.created_at, s.updated_at FROM rlmm_segments s
     WHERE s.topic_id = p.topic_id AND s.partition = p.partition
       AND s.state IN (0, 1, 2) /* COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED */
       AND s.state <> 0 AND s.state <> 2 /* COPY_SEGMENT_FINISHED: see SegmentFirstForTimestamp */
@@ -750,30 +777,26 @@ func (q *Queries) SegmentSizeByEpoch(ctx context.Context, db DBTX, arg SegmentSi
 
 const segmentUpdate = `-- name: SegmentUpdate :one
 WITH locked_partition AS MATERIALIZED (
-    SELECT p.delete_state, p.version FROM rlmm_partitions p
+    SELECT p.delete_state FROM rlmm_partitions p
     WHERE p.topic_id = $2::uuid AND p.partition = $3::integer
-    FOR UPDATE
+    FOR NO KEY UPDATE
 ), segment AS (
     UPDATE rlmm_segments AS s
     SET state = $4::smallint,
         broker_id = $5::integer,
         event_timestamp_ms = $6::bigint,
         custom_metadata = coalesce($7::bytea, s.custom_metadata),
-        finished_version = CASE WHEN $8::boolean
-                                THEN coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp))
-                                ELSE s.finished_version END,
-        last_version = (SELECT lp.version + 1 FROM locked_partition lp),
+        finished_version = CASE WHEN $8::boolean THEN coalesce(s.finished_version, w.version) ELSE s.finished_version END,
+        last_version = greatest(s.last_version + 1, w.version),
+        last_xid = pg_current_xact_id(),
         updated_at = now()
+    FROM (SELECT nextval('rlmm_versions') AS version FROM locked_partition lp WHERE lp.delete_state IS DISTINCT FROM 2) AS w
     WHERE s.segment_id = $1::uuid AND (s.topic_id = $2::uuid AND s.partition = $3::integer) IS TRUE
       AND s.state = ANY($9::smallint[])
-      AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
-    RETURNING s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.created_at, s.updated_at
-), partition_row AS (
-    UPDATE rlmm_partitions AS p
-    SET version = segment.last_version, updated_at = now()
-    FROM segment
-    WHERE p.topic_id = $2::uuid AND p.partition = $3::integer
-    RETURNING p.version
+      -- Evaluated once, before the segment is read: the partition's lock
+      -- is always taken before the segment's, as every writer takes them.
+      AND EXISTS (SELECT 1 FROM locked_partition lp WHERE lp.delete_state IS DISTINCT FROM 2)
+    RETURNING s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id, s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs, s.epoch_start_offsets, s.added_version, s.finished_version, s.last_version, s.last_xid, s.created_at, s.updated_at, w.version AS write_order
 ), epochs AS (
     UPDATE rlmm_segment_epochs AS e
     SET state = $4::smallint, finished_version = segment.finished_version, last_version = segment.last_version
@@ -781,8 +804,10 @@ WITH locked_partition AS MATERIALIZED (
     WHERE e.topic_id = $2::uuid AND e.partition = $3::integer AND e.segment_id = $1::uuid
 )
 SELECT
-    coalesce(pr.version, -1)::bigint AS updated_version,
-    (CASE WHEN pr.version IS NOT NULL THEN seg.state
+    coalesce(seg.last_version, -1)::bigint AS updated_version,
+    coalesce(seg.write_order, -1)::bigint AS write_order,
+    pg_current_xact_id() AS xid,
+    (CASE WHEN seg.last_version IS NOT NULL THEN seg.state
           ELSE coalesce((SELECT cur.state FROM rlmm_segments cur
                          WHERE cur.segment_id = $1::uuid
                            AND (cur.topic_id = $2::uuid AND cur.partition = $3::integer) IS TRUE
@@ -802,7 +827,6 @@ SELECT
     coalesce(seg.finished_version, -1)::bigint AS finished_version
 FROM (SELECT 1) AS one
 LEFT JOIN segment seg ON true
-LEFT JOIN partition_row pr ON true
 `
 
 type SegmentUpdateParams struct {
@@ -819,6 +843,8 @@ type SegmentUpdateParams struct {
 
 type SegmentUpdateRow struct {
 	UpdatedVersion    int64
+	WriteOrder        int64
+	Xid               uint64
 	CurrentState      int16
 	DeleteState       int16
 	Topic             string
@@ -835,13 +861,14 @@ type SegmentUpdateRow struct {
 }
 
 // Moves a segment to @state in one statement, when its state is one of
-// @allowed (from statemachine.go). The partition row is locked first (as
-// every write does, so writes to a partition serialise in commit order and
-// its version numbers them), its version bumped only when the segment
-// changed, and the epoch rows follow. updated_version is -1 when nothing
-// changed; current_state (-1: no such segment) and delete_state (-1: none)
-// then say why: current_state is read with FOR SHARE after the partition
-// lock, so it is the state a racing writer left, not the one this
+// @allowed (from statemachine.go) and its partition's delete has not
+// finished. The partition row is locked FOR NO KEY UPDATE first, as every
+// write locks it (SegmentAdd says why), then the segment is stamped with
+// its transaction id and a last_version above both its own and a write
+// order (rlmm_versions) taken under that lock, and the epoch rows follow.
+// updated_version is -1 when nothing changed; current_state (-1: no such
+// segment) and delete_state (-1: none) then say why: both are read after
+// the lock, so they are what a racing writer left, not what this
 // statement's snapshot saw. On success the segment's new row comes back,
 // so a cache can apply the write without reading it again.
 func (q *Queries) SegmentUpdate(ctx context.Context, db DBTX, arg SegmentUpdateParams) (SegmentUpdateRow, error) {
@@ -859,6 +886,8 @@ func (q *Queries) SegmentUpdate(ctx context.Context, db DBTX, arg SegmentUpdateP
 	var i SegmentUpdateRow
 	err := row.Scan(
 		&i.UpdatedVersion,
+		&i.WriteOrder,
+		&i.Xid,
 		&i.CurrentState,
 		&i.DeleteState,
 		&i.Topic,

@@ -38,6 +38,15 @@
 --   - the library's writes do all their bookkeeping (versions, epoch rows,
 --     notifications) in their own statements, and so do the repair
 --     functions;
+--   - the change feed is by transaction id: every write stamps the rows it
+--     writes with its own (last_xid), and a cache remembers the snapshot
+--     it last read in; the rows changed since are those whose last_xid
+--     that snapshot does not see. No write bumps a counter of the
+--     partition: a write only locks the partition row (FOR NO KEY UPDATE;
+--     a delete record's writer FOR UPDATE), and takes its write order from
+--     the sequence rlmm_versions under that lock, so that write orders
+--     follow commits within a partition (the list key, the lookups'
+--     "finished last", a segment's newest write);
 --   - one row per segment: a segment of one leader epoch (most of them)
 --     is indexed by that epoch on rlmm_segments itself; only a segment
 --     that spans several epochs has epoch rows (rlmm_segment_epochs), so
@@ -148,7 +157,7 @@ CREATE DOMAIN rlmm_topic_name AS text CONSTRAINT rlmm_topic_name_check CHECK (le
     AND VALUE NOT IN ('.', '..') AND ltrim(VALUE, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = '');
 COMMENT ON DOMAIN rlmm_topic_name IS 'A Kafka topic name: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".';
 CREATE DOMAIN rlmm_count AS bigint CONSTRAINT rlmm_count_check CHECK (VALUE >= 0);
-COMMENT ON DOMAIN rlmm_count IS 'A partition''s version or a span of offsets: 0 or more.';
+COMMENT ON DOMAIN rlmm_count IS 'A write order or a span of offsets: 0 or more.';
 CREATE DOMAIN rlmm_offset AS bigint CONSTRAINT rlmm_offset_check CHECK (VALUE >= 0);
 COMMENT ON DOMAIN rlmm_offset IS 'A Kafka offset: 0 or more.';
 CREATE DOMAIN rlmm_epoch AS integer CONSTRAINT rlmm_epoch_check CHECK (VALUE >= 0);
@@ -160,18 +169,21 @@ COMMENT ON DOMAIN rlmm_segment_state IS 'A segment state (rlmm_segment_states): 
 CREATE DOMAIN rlmm_delete_state AS smallint CONSTRAINT rlmm_delete_state_check CHECK (VALUE IN (0, 1, 2));
 COMMENT ON DOMAIN rlmm_delete_state IS 'A partition-delete state (rlmm_partition_delete_states): 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED.';
 
+CREATE SEQUENCE rlmm_versions AS bigint;
+COMMENT ON SEQUENCE rlmm_versions IS 'The write order: each add, each first COPY_SEGMENT_FINISHED and each change of a delete record takes a number.';
+
 CREATE TABLE rlmm_partitions (
     topic_id                  uuid NOT NULL,
     partition                 rlmm_partition_number NOT NULL,
     topic                     rlmm_topic_name NOT NULL,
-    version                   rlmm_count NOT NULL DEFAULT 0,
     max_segment_span          rlmm_count NOT NULL DEFAULT 0,
     delete_state              rlmm_delete_state,
     delete_broker_id          integer,
     delete_event_timestamp_ms bigint,
     created_at                timestamptz NOT NULL DEFAULT now(),
     updated_at                timestamptz NOT NULL DEFAULT now(),
-    vanished_version          rlmm_count NOT NULL DEFAULT 0,
+    delete_version            rlmm_count NOT NULL DEFAULT 0,
+    vanished_xid              xid8,
     PRIMARY KEY (topic_id, partition),
     CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((delete_state IS NULL) = (delete_broker_id IS NULL)
         AND (delete_state IS NULL) = (delete_event_timestamp_ms IS NULL))
@@ -180,18 +192,18 @@ CREATE INDEX rlmm_partitions_topic_idx ON rlmm_partitions (topic, partition);
 CREATE INDEX rlmm_partitions_deleting_idx ON rlmm_partitions (delete_state) WHERE delete_state IN (0, 1);
 CREATE INDEX rlmm_partitions_deleted_idx ON rlmm_partitions (topic_id, partition) WHERE delete_state = 2;
 COMMENT ON INDEX rlmm_partitions_deleted_idx IS 'The partitions in DELETE_PARTITION_FINISHED: what rlmm_purge reads.';
-COMMENT ON TABLE rlmm_partitions IS 'One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version. Every write to the partition locks this row first.';
+COMMENT ON TABLE rlmm_partitions IS 'One row per topic partition that has ever had a segment or a partition-delete record: its delete state. Every write to the partition locks this row first (FOR NO KEY UPDATE; a change of the delete record FOR UPDATE), and no write but a change of its delete record or of max_segment_span changes it.';
 COMMENT ON COLUMN rlmm_partitions.topic_id IS 'Kafka topic id (with partition, the identity of the partition).';
 COMMENT ON COLUMN rlmm_partitions.partition IS 'Kafka partition number.';
 COMMENT ON COLUMN rlmm_partitions.created_at IS 'When the row was created.';
-COMMENT ON COLUMN rlmm_partitions.updated_at IS 'When the partition was last written to.';
+COMMENT ON COLUMN rlmm_partitions.updated_at IS 'When the row last changed: its delete record, or its max_segment_span.';
 COMMENT ON COLUMN rlmm_partitions.topic IS 'Topic name, as the first write named it.';
-COMMENT ON COLUMN rlmm_partitions.version IS 'Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.';
 COMMENT ON COLUMN rlmm_partitions.max_segment_span IS 'Largest end_offset - start_offset of any segment ever added: a lookup walks back from an offset to offset - max_segment_span, FirstSegmentForTimestamp from startingOffset - max_segment_span.';
 COMMENT ON COLUMN rlmm_partitions.delete_state IS 'NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).';
 COMMENT ON COLUMN rlmm_partitions.delete_broker_id IS 'Broker that wrote the latest partition-delete record.';
 COMMENT ON COLUMN rlmm_partitions.delete_event_timestamp_ms IS 'Event time (ms since the epoch) of the latest partition-delete record.';
-COMMENT ON COLUMN rlmm_partitions.vanished_version IS 'Largest version at which segment rows of the partition were deleted (rlmm_purge): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.';
+COMMENT ON COLUMN rlmm_partitions.delete_version IS 'Write order (rlmm_versions) of the latest change of the delete record: a cache keeps the newest it has seen. 0: never changed.';
+COMMENT ON COLUMN rlmm_partitions.vanished_xid IS 'Largest transaction id among the last writes of the segment rows rlmm_purge deleted (its own, when it took the delete record): a cache whose snapshot may not see it cannot catch up by the change feed and reloads the partition. NULL: none.';
 
 CREATE TABLE rlmm_segments (
     topic_id            uuid NOT NULL,
@@ -212,6 +224,7 @@ CREATE TABLE rlmm_segments (
     added_version       bigint NOT NULL,
     finished_version    bigint,
     last_version        bigint NOT NULL,
+    last_xid            xid8 NOT NULL,
     created_at          timestamptz NOT NULL DEFAULT now(),
     updated_at          timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (topic_id, partition, segment_id),
@@ -225,7 +238,8 @@ CREATE TABLE rlmm_segments (
         AND epoch_start_offsets[cardinality(epoch_start_offsets)] <= end_offset)
 );
 CREATE UNIQUE INDEX rlmm_segments_segment_id_key ON rlmm_segments (segment_id);
-CREATE INDEX rlmm_segments_changes_idx ON rlmm_segments (topic_id, partition, last_version);
+CREATE INDEX rlmm_segments_changes_idx ON rlmm_segments (topic_id, partition, last_xid);
+COMMENT ON INDEX rlmm_segments_changes_idx IS 'The change feed: the segments of a partition by the transaction that last wrote them.';
 CREATE INDEX rlmm_segments_list_idx ON rlmm_segments (topic_id, partition, start_offset, added_version) WHERE state IN (0, 1, 2);
 CREATE INDEX rlmm_segments_in_flight_idx ON rlmm_segments (updated_at) WHERE state IN (0, 2);
 CREATE INDEX rlmm_segments_forgotten_idx ON rlmm_segments (updated_at) WHERE state = 3;
@@ -258,9 +272,10 @@ COMMENT ON COLUMN rlmm_segments.broker_id IS 'Broker that wrote the latest state
 COMMENT ON COLUMN rlmm_segments.custom_metadata IS 'Opaque bytes of the remote storage manager; NULL: none.';
 COMMENT ON COLUMN rlmm_segments.state IS '0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED.';
 COMMENT ON COLUMN rlmm_segments.epochs IS 'Leader epochs in the segment, increasing; epochs[i] starts at epoch_start_offsets[i].';
-COMMENT ON COLUMN rlmm_segments.added_version IS 'Partition version of the add: orders segments that start at the same offset.';
-COMMENT ON COLUMN rlmm_segments.finished_version IS 'Partition version of the first COPY_SEGMENT_FINISHED; NULL: never finished.';
-COMMENT ON COLUMN rlmm_segments.last_version IS 'Partition version of the latest write to the segment: the change feed (segments with last_version > v changed after v).';
+COMMENT ON COLUMN rlmm_segments.added_version IS 'Write order (rlmm_versions) of the add: orders segments that start at the same offset.';
+COMMENT ON COLUMN rlmm_segments.finished_version IS 'Write order (rlmm_versions) of the first COPY_SEGMENT_FINISHED; NULL: never finished.';
+COMMENT ON COLUMN rlmm_segments.last_version IS 'Order of the latest write to the segment, greater than every earlier write''s: a cache keeps the newest write of a segment it has seen.';
+COMMENT ON COLUMN rlmm_segments.last_xid IS 'Transaction id of the latest write to the segment: the change feed (the rows a snapshot does not see changed after it).';
 COMMENT ON INDEX rlmm_segments_forgotten_idx IS 'The segments in DELETE_SEGMENT_FINISHED by when they got there: what rlmm_purge reads.';
 
 CREATE TABLE rlmm_segment_epochs (
@@ -305,7 +320,7 @@ COMMENT ON COLUMN rlmm_segment_epochs.state IS 'Copy of the segment''s state, ke
 COMMENT ON COLUMN rlmm_segment_epochs.segment_start_offset IS 'Copy of the segment''s start offset (list order).';
 COMMENT ON COLUMN rlmm_segment_epochs.segment_end_offset IS 'Copy of the segment''s end offset (highest offset for an epoch).';
 COMMENT ON COLUMN rlmm_segment_epochs.added_version IS 'Copy of the segment''s added_version (list order).';
-COMMENT ON COLUMN rlmm_segment_epochs.finished_version IS 'Partition version of the segment''s first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.';
+COMMENT ON COLUMN rlmm_segment_epochs.finished_version IS 'Write order (rlmm_versions) of the segment''s first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.';
 COMMENT ON COLUMN rlmm_segment_epochs.last_version IS 'Copy of the segment''s last_version, stamped by every write (the state guard tells a raw UPDATE by it staying unchanged).';
 COMMENT ON COLUMN rlmm_segment_epochs.segment_size_bytes IS 'Copy of the segment''s segment_size_bytes (RemoteLogSize sums it).';
 COMMENT ON COLUMN rlmm_segment_epochs.max_timestamp_ms IS 'Copy of the segment''s max_timestamp_ms (FirstSegmentForTimestamp filters on it).';
@@ -343,18 +358,19 @@ COMMENT ON COLUMN rlmm_data_generation.changed_at IS 'When the generation was la
 CREATE FUNCTION rlmm_state_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    -- The WHEN clauses let through every write that stamps a new version,
+    -- The WHEN clauses let through every write that stamps a new version
+    -- (last_version, delete_version),
     -- as the library's statements and the repair functions do.
     IF TG_TABLE_NAME = 'rlmm_partitions' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'check_violation', CONSTRAINT = 'rlmm_partitions_raw_state_change', TABLE = TG_TABLE_NAME,
-            MESSAGE = format('partition %s-%s (topic id %s): a raw UPDATE of delete_state bypasses the transition check, the version and the brokers'' caches; call rlmm_set_partition_delete_state(%L, %s, <state>)',
+            MESSAGE = format('partition %s-%s (topic id %s): a raw UPDATE of delete_state bypasses the transition check, the write order and the brokers'' caches; call rlmm_set_partition_delete_state(%L, %s, <state>)',
                              OLD.topic, OLD.partition, OLD.topic_id, OLD.topic_id, OLD.partition),
             HINT = 'See docs/DBA.md, "Repairs".';
     END IF;
     RAISE EXCEPTION USING
         ERRCODE = 'check_violation', CONSTRAINT = TG_TABLE_NAME || '_raw_state_change', TABLE = TG_TABLE_NAME,
-        MESSAGE = format('%s: segment %s: a raw UPDATE of state bypasses the transition check, the epoch rows, the version and the brokers'' caches; call rlmm_set_segment_state(%L, <state>)',
+        MESSAGE = format('%s: segment %s: a raw UPDATE of state bypasses the transition check, the epoch rows, the change feed and the brokers'' caches; call rlmm_set_segment_state(%L, <state>)',
                          TG_TABLE_NAME, OLD.segment_id, OLD.segment_id),
         HINT = 'See docs/DBA.md, "Repairs".';
 END
@@ -368,7 +384,7 @@ CREATE TRIGGER rlmm_segment_epochs_state_guard BEFORE UPDATE OF state ON rlmm_se
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND OLD.last_version IS NOT DISTINCT FROM NEW.last_version)
     EXECUTE FUNCTION rlmm_state_guard();
 CREATE TRIGGER rlmm_partitions_delete_state_guard BEFORE UPDATE OF delete_state ON rlmm_partitions
-    FOR EACH ROW WHEN (OLD.delete_state IS DISTINCT FROM NEW.delete_state AND OLD.version IS NOT DISTINCT FROM NEW.version)
+    FOR EACH ROW WHEN (OLD.delete_state IS DISTINCT FROM NEW.delete_state AND OLD.delete_version IS NOT DISTINCT FROM NEW.delete_version)
     EXECUTE FUNCTION rlmm_state_guard();
 
 -- +goose StatementBegin
@@ -453,7 +469,6 @@ SELECT p.topic,
        pds.name AS delete_state,
        p.delete_broker_id,
        to_timestamp(p.delete_event_timestamp_ms / 1000.0)::timestamptz AS delete_event_time,
-       p.version,
        greatest(p.updated_at, c.last_segment_change)::timestamptz AS last_change,
        p.created_at,
        p.topic_id,
@@ -511,7 +526,7 @@ FROM rlmm_partitions p
 JOIN rlmm_partition_delete_states pds ON pds.state = p.delete_state
 WHERE p.delete_state IN (0, 1);
 
-COMMENT ON VIEW rlmm_partitions_v IS 'One row per partition: its segments per state, the bytes it holds in remote storage, its delete state, version and last change.';
+COMMENT ON VIEW rlmm_partitions_v IS 'One row per partition: its segments per state, the bytes it holds in remote storage, its delete state and last change.';
 COMMENT ON COLUMN rlmm_partitions_v.topic IS 'Topic name.';
 COMMENT ON COLUMN rlmm_partitions_v.partition IS 'Partition number.';
 COMMENT ON COLUMN rlmm_partitions_v.copy_started IS 'Segments in COPY_SEGMENT_STARTED (being uploaded).';
@@ -523,7 +538,6 @@ COMMENT ON COLUMN rlmm_partitions_v.size_bytes IS 'The same size in bytes.';
 COMMENT ON COLUMN rlmm_partitions_v.delete_state IS 'Partition delete state name: NONE, DELETE_PARTITION_MARKED, DELETE_PARTITION_STARTED or DELETE_PARTITION_FINISHED.';
 COMMENT ON COLUMN rlmm_partitions_v.delete_broker_id IS 'Broker that wrote the latest partition-delete record; NULL: none.';
 COMMENT ON COLUMN rlmm_partitions_v.delete_event_time IS 'Event time of the latest partition-delete record; NULL: none.';
-COMMENT ON COLUMN rlmm_partitions_v.version IS 'Committed version of the partition, bumped by every write to it (CaughtUp compares it).';
 COMMENT ON COLUMN rlmm_partitions_v.last_change IS 'Time of the last write to the partition or any of its segments.';
 COMMENT ON COLUMN rlmm_partitions_v.created_at IS 'When the partition was first written to.';
 COMMENT ON COLUMN rlmm_partitions_v.topic_id IS 'Topic id (UUID).';
@@ -593,6 +607,7 @@ DECLARE
     target    smallint;
     seg       record;
     new_version bigint;
+    write_order bigint;
     del       smallint;
     from_name text;
     to_name   text;
@@ -611,15 +626,16 @@ BEGIN
                              (SELECT string_agg(st.name, ', ' ORDER BY st.state) FROM rlmm_segment_states st));
     END IF;
 
-    -- The partition first, as the library locks it; then the segment, read
-    -- again under the partition's lock so that its state is the one the
-    -- last committed writer left.
+    -- The partition first, as the library locks it (its writes' orders
+    -- follow their commits); then the segment, read again under the
+    -- partition's lock so that its state is the one the last committed
+    -- writer left.
     SELECT s.topic_id, s.partition INTO seg FROM rlmm_segments s WHERE s.segment_id = rlmm_set_segment_state.segment_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'no_data_found',
             MESSAGE = format('no segment %s', segment_id);
     END IF;
-    SELECT p.version, p.delete_state INTO new_version, del FROM rlmm_partitions p
+    SELECT p.delete_state INTO del FROM rlmm_partitions p
     WHERE p.topic_id = seg.topic_id AND p.partition = seg.partition
     FOR NO KEY UPDATE;
     SELECT s.* INTO seg FROM rlmm_segments s WHERE s.segment_id = rlmm_set_segment_state.segment_id FOR UPDATE;
@@ -634,7 +650,7 @@ BEGIN
                              seg.segment_id, seg.topic, seg.partition);
     END IF;
     IF seg.state = target THEN
-        RETURN new_version; -- already there: nothing changes
+        RETURN seg.last_version; -- already there: nothing changes
     END IF;
     IF NOT EXISTS (SELECT FROM rlmm_segment_transitions t WHERE t.from_state = seg.state AND t.to_state = target) THEN
         SELECT (SELECT st.name FROM rlmm_segment_states st WHERE st.state = seg.state),
@@ -651,30 +667,31 @@ BEGIN
             HINT = 'The allowed transitions are in rlmm_segment_transitions (statemachine.go).';
     END IF;
 
-    new_version := new_version + 1;
-    UPDATE rlmm_partitions p SET version = new_version, updated_at = now()
-    WHERE p.topic_id = seg.topic_id AND p.partition = seg.partition;
-    -- last_version stamped here, as the library stamps it: the state guard
-    -- lets the write through.
+    -- The write order taken under the partition's lock, and last_version
+    -- stamped, as the library stamps it: the state guard lets the write
+    -- through.
+    write_order := nextval('rlmm_versions');
+    new_version := greatest(seg.last_version + 1, write_order);
     UPDATE rlmm_segments s
     SET state = target,
         broker_id = rlmm_set_segment_state.broker_id,
         event_timestamp_ms = coalesce(rlmm_set_segment_state.event_timestamp_ms, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
-        finished_version = CASE WHEN target = 1 THEN coalesce(s.finished_version, new_version) ELSE s.finished_version END,
+        finished_version = CASE WHEN target = 1 THEN coalesce(s.finished_version, write_order) ELSE s.finished_version END,
         last_version = new_version,
+        last_xid = pg_current_xact_id(),
         updated_at = now()
     WHERE s.segment_id = seg.segment_id;
     UPDATE rlmm_segment_epochs e
     SET state = target,
-        finished_version = CASE WHEN target = 1 THEN coalesce(seg.finished_version, new_version) ELSE seg.finished_version END,
+        finished_version = CASE WHEN target = 1 THEN coalesce(seg.finished_version, write_order) ELSE seg.finished_version END,
         last_version = new_version
     WHERE e.topic_id = seg.topic_id AND e.partition = seg.partition AND e.segment_id = seg.segment_id;
-    PERFORM pg_notify('rlmm_changes', seg.topic_id::text || '/' || seg.partition || '/' || new_version);
+    PERFORM pg_notify('rlmm_changes', seg.topic_id::text || '/' || seg.partition || '/' || write_order);
     RETURN new_version;
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_set_segment_state(uuid, text, integer, bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (partition version, epoch rows, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
+COMMENT ON FUNCTION rlmm_set_segment_state(uuid, text, integer, bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (write order, change feed, epoch rows, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the segment''s last_version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
 
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_set_partition_delete_state(topic_id uuid, partition integer, state text, broker_id integer DEFAULT -1,
@@ -701,15 +718,17 @@ BEGIN
             MESSAGE = format('unknown partition delete state %L; the states are %s', state,
                              (SELECT string_agg(st.name, ', ' ORDER BY st.state) FROM rlmm_partition_delete_states st WHERE st.state >= 0));
     END IF;
-    SELECT p.topic, p.version, p.delete_state INTO cur FROM rlmm_partitions p
+    -- FOR UPDATE, as the library locks it: the writes in flight commit
+    -- first, and those that follow see the change.
+    SELECT p.topic, p.delete_version, p.delete_state INTO cur FROM rlmm_partitions p
     WHERE p.topic_id = rlmm_set_partition_delete_state.topic_id AND p.partition = rlmm_set_partition_delete_state.partition
-    FOR NO KEY UPDATE;
+    FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'no_data_found',
             MESSAGE = format('no partition %s of topic id %s: no segment or delete record was ever written for it', partition, topic_id);
     END IF;
     IF cur.delete_state IS NOT DISTINCT FROM target THEN
-        RETURN cur.version; -- already there: nothing changes
+        RETURN cur.delete_version; -- already there: nothing changes
     END IF;
     IF NOT EXISTS (SELECT FROM rlmm_partition_delete_transitions t
                    WHERE t.from_state = coalesce(cur.delete_state, -1) AND t.to_state = target) THEN
@@ -726,11 +745,11 @@ BEGIN
                                   ELSE format('from %s a partition may only move to %s', coalesce(from_name, 'none'), targets) END),
             HINT = 'The allowed transitions are in rlmm_partition_delete_transitions (statemachine.go).';
     END IF;
-    new_version := cur.version + 1;
-    -- The version bumped in the same UPDATE, as the library bumps it: the
-    -- delete state guard lets the write through.
+    new_version := nextval('rlmm_versions');
+    -- The write order stamped in the same UPDATE, as the library stamps it:
+    -- the delete state guard lets the write through.
     UPDATE rlmm_partitions p
-    SET version = new_version,
+    SET delete_version = new_version,
         delete_state = target,
         delete_broker_id = rlmm_set_partition_delete_state.broker_id,
         delete_event_timestamp_ms = coalesce(rlmm_set_partition_delete_state.event_timestamp_ms, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
@@ -741,7 +760,7 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_set_partition_delete_state(uuid, integer, text, integer, bigint) IS 'Repair: moves a partition''s delete state (DELETE_PARTITION_FINISHED, or delete_finished, say) when rlmm_partition_delete_transitions allows it, recording broker_id (default -1) and event_timestamp_ms (default now); bumps its version and notifies the caches. Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for a partition never written, 22023 for an unknown state.';
+COMMENT ON FUNCTION rlmm_set_partition_delete_state(uuid, integer, text, integer, bigint) IS 'Repair: moves a partition''s delete state (DELETE_PARTITION_FINISHED, or delete_finished, say) when rlmm_partition_delete_transitions allows it, recording broker_id (default -1) and event_timestamp_ms (default now); stamps its delete_version and notifies the caches. Returns the partition''s delete_version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for a partition never written, 22023 for an unknown state.';
 
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_resync() RETURNS bigint
@@ -774,8 +793,9 @@ BEGIN
     END IF;
 
     -- Segments in DELETE_SEGMENT_FINISHED, oldest first, from the front of
-    -- rlmm_segments_forgotten_idx. A segment whose partition row a writer
-    -- holds is left for the next round.
+    -- rlmm_segments_forgotten_idx. A segment whose partition row a delete
+    -- record's writer or a segment's write holds is left for the next
+    -- round.
     WITH candidates AS MATERIALIZED (
         SELECT s.topic_id, s.partition, s.segment_id
         FROM rlmm_segments s
@@ -788,13 +808,13 @@ BEGIN
         SELECT p.topic_id, p.partition
         FROM rlmm_partitions p
         WHERE (p.topic_id, p.partition) IN (SELECT c.topic_id, c.partition FROM candidates c)
-        FOR UPDATE SKIP LOCKED
+        FOR NO KEY UPDATE SKIP LOCKED
     ), deleted AS (
         DELETE FROM rlmm_segments s
         USING candidates c, locked_partitions lp
         WHERE lp.topic_id = c.topic_id AND lp.partition = c.partition
           AND s.segment_id = c.segment_id AND (s.topic_id = c.topic_id AND s.partition = c.partition) IS TRUE
-        RETURNING s.topic_id, s.partition, s.segment_id, s.last_version, s.finished_version, s.epochs,
+        RETURNING s.topic_id, s.partition, s.segment_id, s.last_xid, s.finished_version, s.epochs,
                   s.epoch_start_offsets, s.end_offset
     ), folded AS (
         -- EpochEndOffset outlives the segments: the ranges of those that
@@ -808,9 +828,11 @@ BEGIN
         SET end_offset = excluded.end_offset
         WHERE excluded.end_offset > ee.end_offset
     ), marked AS (
+        -- A cache whose snapshot sees the last write of every row deleted
+        -- had seen them forgotten; any other reloads.
         UPDATE rlmm_partitions p
-        SET vanished_version = greatest(p.vanished_version, d.last_version)
-        FROM (SELECT d.topic_id, d.partition, max(d.last_version) AS last_version FROM deleted d GROUP BY d.topic_id, d.partition) d
+        SET vanished_xid = greatest(p.vanished_xid, d.last_xid)
+        FROM (SELECT d.topic_id, d.partition, max(d.last_xid) AS last_xid FROM deleted d GROUP BY d.topic_id, d.partition) d
         WHERE p.topic_id = d.topic_id AND p.partition = d.partition
     )
     SELECT count(*) INTO segments FROM deleted;
@@ -836,26 +858,28 @@ BEGIN
         DELETE FROM rlmm_segments s
         USING victims v
         WHERE s.segment_id = v.segment_id AND (s.topic_id = v.topic_id AND s.partition = v.partition) IS TRUE
-        RETURNING s.topic_id, s.partition, s.last_version
+        RETURNING s.topic_id, s.partition
     ), marked AS (
+        -- Rows in any state: every cache whose snapshot precedes this
+        -- purge reloads.
         UPDATE rlmm_partitions p
-        SET vanished_version = greatest(p.vanished_version, d.last_version)
-        FROM (SELECT d.topic_id, d.partition, max(d.last_version) AS last_version FROM deleted d GROUP BY d.topic_id, d.partition) d
+        SET vanished_xid = pg_current_xact_id()
+        FROM (SELECT DISTINCT d.topic_id, d.partition FROM deleted d) d
         WHERE p.topic_id = d.topic_id AND p.partition = d.partition
     )
     SELECT count(*) INTO of_deleted FROM deleted;
     segments := segments + of_deleted;
 
     -- The delete record of partitions whose delete finished and that have
-    -- no segment left. The row stays, so that its version keeps growing
-    -- (CaughtUp and the caches compare it); the write bumps it, marks it
-    -- vanished at the new version (a cache older than that reloads the
-    -- partition), and deletes the partition's epoch ends, which its delete
-    -- had hidden.
+    -- no segment left. The row stays, so that its delete_version keeps
+    -- growing (the caches keep the newest); the write stamps it, marks the
+    -- partition vanished by this purge (a cache whose snapshot precedes it
+    -- reloads the partition), and deletes the partition's epoch ends,
+    -- which its delete had hidden.
     WITH cleared AS (
         UPDATE rlmm_partitions p
-        SET version = p.version + 1,
-            vanished_version = p.version + 1,
+        SET delete_version = nextval('rlmm_versions'),
+            vanished_xid = pg_current_xact_id(),
             delete_state = NULL,
             delete_broker_id = NULL,
             delete_event_timestamp_ms = NULL,
@@ -869,22 +893,22 @@ BEGIN
               LIMIT batch_size
               FOR UPDATE SKIP LOCKED) c
         WHERE p.topic_id = c.topic_id AND p.partition = c.partition
-        RETURNING p.topic_id, p.partition, p.topic, p.version
+        RETURNING p.topic_id, p.partition, p.topic, p.delete_version
     ), ends AS (
         DELETE FROM rlmm_epoch_ends ee
         USING cleared c
         WHERE ee.topic_id = c.topic_id AND ee.partition = c.partition
     ), notified AS (
-        SELECT c.*, pg_notify('rlmm_changes', c.topic_id::text || '/' || c.partition || '/' || c.version) FROM cleared c
+        SELECT c.*, pg_notify('rlmm_changes', c.topic_id::text || '/' || c.partition || '/' || c.delete_version) FROM cleared c
     )
     SELECT coalesce(array_agg(n.topic_id), '{}'), coalesce(array_agg(n.partition), '{}'),
-           coalesce(array_agg(n.topic), '{}'), coalesce(array_agg(n.version), '{}')
+           coalesce(array_agg(n.topic), '{}'), coalesce(array_agg(n.delete_version), '{}')
     INTO topic_ids, partitions, topics, versions
     FROM notified n;
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_purge_round(interval, integer) IS 'One bounded round of purging (rlmm_purge, purge.go): deletes up to batch_size segments forgotten for older_than, up to batch_size segments of partitions deleted that long ago, and takes the delete record of up to batch_size such partitions with no segment left (each notified). Returns the segments deleted and the partitions whose record it took, with their new versions. Takes every lock with SKIP LOCKED.';
+COMMENT ON FUNCTION rlmm_purge_round(interval, integer) IS 'One bounded round of purging (rlmm_purge, purge.go): deletes up to batch_size segments forgotten for older_than, up to batch_size segments of partitions deleted that long ago, and takes the delete record of up to batch_size such partitions with no segment left (each notified). Returns the segments deleted and the partitions whose record it took, with their new delete_version. Takes every lock with SKIP LOCKED.';
 
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_purge(older_than interval DEFAULT interval '7 days', batch_size integer DEFAULT 1000) RETURNS bigint
@@ -930,22 +954,25 @@ BEGIN
     -- They take the size and max timestamp of their segment when they did
     -- not copy them (rows written before migration 00015).
     EXECUTE format($copy$
-        INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span, delete_state,
-                                     delete_broker_id, delete_event_timestamp_ms, created_at, updated_at, vanished_version)
+        INSERT INTO rlmm_partitions (topic_id, partition, topic, delete_version, max_segment_span, delete_state,
+                                     delete_broker_id, delete_event_timestamp_ms, created_at, updated_at)
         SELECT p.topic_id, p.partition, p.topic, p.version,
                greatest((SELECT max(s.end_offset - s.start_offset) FROM %1$I.rlmm_segments s
                          WHERE s.topic_id = p.topic_id AND s.partition = p.partition),
                         (SELECT max(ee.max_segment_span) FROM %1$I.rlmm_epoch_ends ee
                          WHERE ee.topic_id = p.topic_id AND ee.partition = p.partition), 0),
-               p.delete_state, p.delete_broker_id, p.delete_event_timestamp_ms, p.created_at, p.updated_at, p.vanished_version
+               p.delete_state, p.delete_broker_id, p.delete_event_timestamp_ms, p.created_at, p.updated_at
         FROM %1$I.rlmm_partitions p;
         INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
                                    event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs,
-                                   epoch_start_offsets, added_version, finished_version, last_version, created_at, updated_at)
+                                   epoch_start_offsets, added_version, finished_version, last_version, last_xid, created_at, updated_at)
         SELECT topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
                event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs,
-               epoch_start_offsets, added_version, finished_version, last_version, created_at, updated_at
+               epoch_start_offsets, added_version, finished_version, last_version, pg_current_xact_id(), created_at, updated_at
         FROM %1$I.rlmm_segments;
+        -- The pre-release versions counted per partition: the write order
+        -- goes on above the largest.
+        SELECT setval('rlmm_versions', greatest((SELECT max(p.version) FROM %1$I.rlmm_partitions p), 1));
         INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
                                          segment_start_offset, segment_end_offset, added_version, finished_version,
                                          last_version, segment_size_bytes, max_timestamp_ms)
@@ -984,6 +1011,23 @@ END
 $pre_release$;
 -- +goose StatementEnd
 
+-- The write order's sequence is new: every role that may write segments
+-- (granted INSERT or UPDATE on rlmm_segments, by default privileges or by
+-- the copy above) may take its numbers.
+-- +goose StatementBegin
+DO $grants$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END AS grantee
+             FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = 'rlmm_segments'::regclass AND a.privilege_type IN ('INSERT', 'UPDATE') AND a.grantee <> c.relowner LOOP
+        EXECUTE format('GRANT USAGE ON SEQUENCE rlmm_versions TO %s', r.grantee);
+    END LOOP;
+END
+$grants$;
+-- +goose StatementEnd
+
 -- +goose Down
 -- Back to an empty schema (the data goes with it): the pre-release chain
 -- cannot be restored.
@@ -992,6 +1036,7 @@ DROP TABLE rlmm_epoch_ends, rlmm_segment_epochs, rlmm_segments, rlmm_partitions,
     rlmm_segment_states, rlmm_segment_transitions, rlmm_partition_delete_states, rlmm_partition_delete_transitions;
 DROP DOMAIN rlmm_partition_number, rlmm_topic_name, rlmm_count, rlmm_offset, rlmm_epoch, rlmm_size,
     rlmm_segment_state, rlmm_delete_state;
+DROP SEQUENCE rlmm_versions;
 DROP FUNCTION rlmm_purge(interval, integer), rlmm_purge_round(interval, integer), rlmm_resync(),
     rlmm_set_partition_delete_state(uuid, integer, text, integer, bigint), rlmm_set_segment_state(uuid, text, integer, bigint),
     rlmm_state_guard(), rlmm_identity_guard();

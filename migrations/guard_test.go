@@ -140,11 +140,11 @@ func TestGuardSegmentStateEveryPair(t *testing.T) {
 
 // TestGuardPartitionDeleteStateEveryPair drives a partition to each delete
 // state through the library, then tries each delete state with a DBA's
-// plain UPDATE that leaves the version as it is. Every change is refused,
+// plain UPDATE that leaves delete_version as it is. Every change is refused,
 // whether the state machine allows it or not, with the constraint
 // rlmm_partitions_raw_state_change and a message naming
 // rlmm_set_partition_delete_state for the partition; nothing changes. An
-// UPDATE that keeps the delete state passes and leaves the version alone.
+// UPDATE that keeps the delete state passes and leaves delete_version alone.
 func TestGuardPartitionDeleteStateEveryPair(t *testing.T) {
 	t.Parallel()
 	f := newGuardFixture(t)
@@ -160,7 +160,7 @@ func TestGuardPartitionDeleteStateEveryPair(t *testing.T) {
 						TopicIDPartition: tp, State: st, BrokerID: 1}))
 				}
 				read := func() (version int64, state *int16) {
-					require.NoError(t, f.pool.QueryRow(ctx, "SELECT version, delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
+					require.NoError(t, f.pool.QueryRow(ctx, "SELECT delete_version, delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
 						tp.TopicID, tp.Partition).Scan(&version, &state))
 					return version, state
 				}
@@ -194,41 +194,43 @@ func TestGuardPartitionDeleteStateEveryPair(t *testing.T) {
 
 // TestGuardLibraryPathUnchanged: the guards let the library's own writes
 // through, as they stamp a new version in the statement that changes a
-// state: one version per write, the epoch rows written by the statement
-// itself (command 0 of its transaction) and following the segment, and
-// each partition-delete record moving the delete state and the version
-// together.
+// state: a greater last_version per write, the epoch rows written by the
+// statement itself (command 0 of its transaction) and following the
+// segment, the partition row's delete_version left alone by the segments'
+// writes, and each partition-delete record moving the delete state and
+// delete_version together.
 func TestGuardLibraryPathUnchanged(t *testing.T) {
 	t.Parallel()
 	f := newGuardFixture(t)
 	ctx := t.Context()
 	id := f.addSegmentIn(t, rs.DeleteSegmentStarted) // add, COPY_FINISHED, DELETE_STARTED
 	b := f.bookkeeping(t, id)
-	require.EqualValues(t, 3, b.partitionVersion)
-	require.EqualValues(t, 3, b.lastVersion)
-	require.Equal(t, int64(2), *b.finishedVersion)
+	require.Zero(t, b.deleteVersion)
+	require.Greater(t, b.lastVersion, *b.finishedVersion)
 	require.Equal(t, []*int64{b.finishedVersion, b.finishedVersion}, b.epochFinished)
 	require.Equal(t, []int16{2, 2}, b.epochStates)
 	require.Equal(t, []int64{0, 0}, f.epochCommandIDs(t, id))
 
 	require.NoError(t, f.m.UpdateRemoteLogSegmentMetadata(ctx, rs.RemoteLogSegmentMetadataUpdate{
 		SegmentID: id, State: rs.DeleteSegmentFinished, BrokerID: 1, EventTimestampMs: 1}))
-	b = f.bookkeeping(t, id)
-	require.EqualValues(t, 4, b.partitionVersion)
-	require.EqualValues(t, 4, b.lastVersion)
-	require.Equal(t, []int16{3, 3}, b.epochStates)
+	after := f.bookkeeping(t, id)
+	require.Zero(t, after.deleteVersion)
+	require.Greater(t, after.lastVersion, b.lastVersion)
+	require.Equal(t, []int16{3, 3}, after.epochStates)
 	require.Equal(t, []int64{0, 0}, f.epochCommandIDs(t, id))
 
 	tp := id.TopicIDPartition
-	for i, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
+	previous := int64(0)
+	for _, st := range []rs.RemotePartitionDeleteState{rs.DeletePartitionMarked, rs.DeletePartitionStarted, rs.DeletePartitionFinished} {
 		require.NoError(t, f.m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
 			TopicIDPartition: tp, State: st, BrokerID: 1}))
 		var version int64
 		var state int16
-		require.NoError(t, f.pool.QueryRow(ctx, "SELECT version, delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
+		require.NoError(t, f.pool.QueryRow(ctx, "SELECT delete_version, delete_state FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2",
 			tp.TopicID, tp.Partition).Scan(&version, &state))
-		require.EqualValues(t, 5+i, version, st.String())
+		require.Greater(t, version, previous, st.String())
 		require.Equal(t, int16(st), state)
+		previous = version
 	}
 }
 
@@ -263,7 +265,7 @@ func TestGuardStatesAreValidated(t *testing.T) {
 	_, err := f.pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = 0, delete_broker_id = 1, delete_event_timestamp_ms = 1
 		WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
 	requireRawStateChange(t, err, "rlmm_partitions", tp.TopicID.String(), "rlmm_set_partition_delete_state(")
-	for _, bump := range []string{"", ", version = version + 1"} {
+	for _, bump := range []string{"", ", delete_version = delete_version + 1"} {
 		_, err = f.pool.Exec(ctx, `UPDATE rlmm_partitions SET delete_state = 9, delete_broker_id = 1, delete_event_timestamp_ms = 1`+bump+`
 			WHERE topic_id = $1 AND partition = $2`, tp.TopicID, tp.Partition)
 		requireGuardError(t, err, "rlmm_delete_state_check", domainViolation("rlmm_delete_state"))

@@ -75,12 +75,12 @@ func (f guardFixture) bookkeeping(t *testing.T, id rs.RemoteLogSegmentID) bookke
 	t.Helper()
 	var b bookkeeping
 	require.NoError(t, f.pool.QueryRow(t.Context(), `
-		SELECT p.version, s.state, s.last_version, s.finished_version,
+		SELECT p.delete_version, s.state, s.last_version, s.finished_version,
 		       array(SELECT e.state FROM rlmm_segment_epochs e WHERE e.segment_id = s.segment_id ORDER BY e.epoch),
 		       array(SELECT e.finished_version FROM rlmm_segment_epochs e WHERE e.segment_id = s.segment_id ORDER BY e.epoch)
 		FROM rlmm_segments s JOIN rlmm_partitions p USING (topic_id, partition)
 		WHERE s.segment_id = $1`, id.ID).Scan(
-		&b.partitionVersion, &b.segmentState, &b.lastVersion, &b.finishedVersion, &b.epochStates, &b.epochFinished))
+		&b.deleteVersion, &b.segmentState, &b.lastVersion, &b.finishedVersion, &b.epochStates, &b.epochFinished))
 	return b
 }
 
@@ -113,10 +113,10 @@ var pathTo = map[rs.RemoteLogSegmentState][]rs.RemoteLogSegmentState{
 
 // bookkeeping is what the library keeps beside a segment's state.
 type bookkeeping struct {
-	partitionVersion int64
-	segmentState     int16
-	lastVersion      int64
-	finishedVersion  *int64
+	deleteVersion   int64
+	segmentState    int16
+	lastVersion     int64
+	finishedVersion *int64
 	// Per epoch row: state and finished_version.
 	epochStates   []int16
 	epochFinished []*int64

@@ -43,11 +43,13 @@ var migrationDataDriver = oldProgram{
 var migrationDataTables = []string{"rlmm_partitions", "rlmm_segments", "rlmm_segment_epochs", "rlmm_epoch_ends"}
 
 // droppedByBaseline are the pre-release columns release 1's baseline does
-// not keep: the marks that only the dropped bookkeeping triggers read, and
-// the bound of the lookups that read the epoch rows.
+// not keep: the marks that only the dropped bookkeeping triggers read, the
+// bound of the lookups that read the epoch rows, and the partition's
+// version and vanished version (the change feed is by transaction id: the
+// version is kept as delete_version, the write order of its delete record).
 var droppedByBaseline = map[string][]string{
 	"rlmm_segments":   {"epoch_ends_raised"},
-	"rlmm_partitions": {"purged_version", "max_epoch_span"},
+	"rlmm_partitions": {"purged_version", "max_epoch_span", "version", "vanished_version"},
 	"rlmm_epoch_ends": {"max_segment_span", "raised_version"},
 }
 
@@ -182,10 +184,11 @@ func migrationDataFindings(t *testing.T, bin string, from int64, fsys fs.FS, tar
 	require.NoError(t, pool.QueryRow(ctx, `SELECT concat_ws(' ',
 		has_table_privilege($1, 'rlmm_segments', 'SELECT'), has_table_privilege($1, 'rlmm_segments', 'UPDATE'),
 		has_table_privilege($1, 'rlmm_segments', 'DELETE'), has_table_privilege($1, 'rlmm_segments_v', 'SELECT'),
-		has_function_privilege($1, 'rlmm_resync()', 'EXECUTE'), has_function_privilege($1, 'rlmm_purge(interval, integer)', 'EXECUTE'))`,
+		has_function_privilege($1, 'rlmm_resync()', 'EXECUTE'), has_function_privilege($1, 'rlmm_purge(interval, integer)', 'EXECUTE'),
+		has_sequence_privilege($1, 'rlmm_versions', 'USAGE'))`,
 		role).Scan(&privileges))
-	if privileges != "t t f t t f" {
-		findings = append(findings, "privileges of a role after the migration (SELECT, UPDATE, DELETE on rlmm_segments, SELECT on rlmm_segments_v, EXECUTE on rlmm_resync and rlmm_purge): "+privileges+", want t t f t t f")
+	if privileges != "t t f t t f t" {
+		findings = append(findings, "privileges of a role after the migration (SELECT, UPDATE, DELETE on rlmm_segments, SELECT on rlmm_segments_v, EXECUTE on rlmm_resync and rlmm_purge, USAGE on rlmm_versions): "+privileges+", want t t f t t f t")
 	}
 	var version int64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT max(version_id) FROM "+migrations.VersionTable+" WHERE is_applied").Scan(&version))

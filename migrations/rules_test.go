@@ -71,7 +71,7 @@ func ruleViolations(s source) []string {
 				}
 			}
 			if m := dmlRE.FindStringSubmatch(stmt); m != nil && !function && slices.Contains(WriterLockOrder, m[2]) && !created[m[2]] {
-				bad("%s %s in the migration itself: a backfill is a function that the migration calls, that bumps the version of each partition it changes and stamps what it writes with it, and that changes nothing when run again (TestMigrationBackfillsBumpVersions)", strings.ToUpper(strings.Join(strings.Fields(m[1]), " ")), m[2])
+				bad("%s %s in the migration itself: a backfill is a function that the migration calls, that stamps each segment whose rows it changes with its own transaction (last_xid) and a greater last_version, and that changes nothing when run again (TestMigrationBackfillsStampTheFeed)", strings.ToUpper(strings.Join(strings.Fields(m[1]), " ")), m[2])
 			}
 		}
 	}
@@ -83,7 +83,7 @@ func ruleViolations(s source) []string {
 // tables built concurrently, no statement outside Migrate's prelude that
 // touches two data tables, locks in the writers' order, no validation
 // under the prelude's lock, and backfills in functions (whose behaviour
-// TestMigrationBackfillsBumpVersions checks).
+// TestMigrationBackfillsStampTheFeed checks).
 func TestMigrationRules(t *testing.T) {
 	t.Parallel()
 	srcs, err := sources(files)

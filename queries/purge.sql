@@ -10,12 +10,13 @@
 -- purge never waits on a broker's write or on another purge, and two
 -- purges never pick the same row. Every segment deleted takes its epoch
 -- rows with it (the foreign key's ON DELETE CASCADE), and marks its
--- partition's vanished_version, which tells caches behind it to reload the
--- partition rather than catch up (pgcache.go).
+-- partition's vanished_xid, which tells caches whose snapshot may not see
+-- it to reload the partition rather than catch up (pgcache.go).
 
 -- name: PurgeRound :one
 -- One round: the segments deleted, and the partitions whose delete record
--- it took (adds work again), with their new versions.
+-- it took (adds work again), with their new delete_version; and the
+-- round's transaction id.
 SELECT r.segments::bigint AS segments, r.topic_ids::uuid[] AS topic_ids, r.partitions::integer[] AS partitions,
-       r.topics::text[] AS topics, r.versions::bigint[] AS versions
+       r.topics::text[] AS topics, r.versions::bigint[] AS versions, pg_current_xact_id() AS xid
 FROM rlmm_purge_round(sqlc.arg('older_than_us')::bigint * interval '1 microsecond', @batch_size::integer) AS r;

@@ -24,32 +24,51 @@
 -- lists scan straight into the public type (rows.go says why).
 
 -- name: SegmentAdd :one
--- Adds a segment in one statement: bumps (or creates) the partition row,
--- which also locks it, unless the partition has a delete record, and widens
--- its max_segment_span to the segment's end - start; inserts the
--- segment and, when it spans several leader epochs, one row per epoch. No row back: the partition has a delete
--- record. A taken segment id fails on rlmm_segments_segment_id_key. The
+-- Adds a segment in one statement: locks the partition row FOR NO KEY
+-- UPDATE (creating it for the partition's first segment), unless the
+-- partition has a delete record, widens its max_segment_span to the
+-- segment's end - start when that is larger, and inserts the segment,
+-- stamped with a write order (rlmm_versions) taken under that lock and its
+-- transaction id, and, when it spans several leader epochs, one row per
+-- epoch. The lock orders a partition's writes: their write orders follow
+-- their commits, so the list order (start offset, then added_version) and
+-- the lookups' "finished last" are the order a reader saw them in. added_version is -1 when nothing was
+-- added: delete_state then says why (-1 and no record: a concurrent first
+-- add created the partition row after this statement's snapshot; try
+-- again). A taken segment id fails on rlmm_segments_segment_id_key. The
 -- manager notifies rlmm_changes after the commit (notifier.go), outside
 -- this transaction.
-WITH partition_row AS (
-    INSERT INTO rlmm_partitions AS p (topic_id, partition, topic, version, max_segment_span)
-    VALUES (@topic_id::uuid, @partition::integer, @topic::text, 1, @max_segment_span::bigint)
-    ON CONFLICT (topic_id, partition) DO UPDATE
-    SET version = p.version + 1,
-        max_segment_span = greatest(p.max_segment_span, excluded.max_segment_span),
-        updated_at = now()
-    WHERE p.delete_state IS NULL
-    RETURNING p.topic_id, p.partition, p.version
+WITH existing AS MATERIALIZED (
+    SELECT p.delete_state, p.max_segment_span FROM rlmm_partitions p
+    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+    FOR NO KEY UPDATE
+), created AS (
+    INSERT INTO rlmm_partitions (topic_id, partition, topic, max_segment_span)
+    SELECT @topic_id::uuid, @partition::integer, @topic::text, @max_segment_span::bigint
+    WHERE NOT EXISTS (SELECT 1 FROM existing)
+    ON CONFLICT (topic_id, partition) DO NOTHING
+    RETURNING 1 AS created
+), widened AS (
+    -- Only when the locked row is narrower (most adds touch nothing
+    -- here), and rechecked on the newest row if another add widens it
+    -- first.
+    UPDATE rlmm_partitions AS p
+    SET max_segment_span = @max_segment_span::bigint, updated_at = now()
+    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+      AND p.max_segment_span < @max_segment_span::bigint
+      AND EXISTS (SELECT 1 FROM existing e WHERE e.delete_state IS NULL AND e.max_segment_span < @max_segment_span::bigint)
 ), segment AS (
     INSERT INTO rlmm_segments (
         topic_id, partition, segment_id, topic, start_offset, end_offset,
         max_timestamp_ms, broker_id, event_timestamp_ms, segment_size_bytes,
-        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version)
+        custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version, last_version, last_xid)
     SELECT @topic_id::uuid, @partition::integer, @segment_id::uuid, @topic::text, @start_offset::bigint, @end_offset::bigint,
         @max_timestamp_ms::bigint, @broker_id::integer, @event_timestamp_ms::bigint, @segment_size_bytes::integer,
         sqlc.narg('custom_metadata')::bytea, @state::smallint, @txn_index_empty::boolean,
-        @epochs::integer[], @epoch_first_offsets::bigint[], partition_row.version, partition_row.version
-    FROM partition_row
+        @epochs::integer[], @epoch_first_offsets::bigint[], w.version, w.version, pg_current_xact_id()
+    FROM (SELECT nextval('rlmm_versions') AS version
+          FROM (SELECT count(*) FROM existing) AS after_the_lock) AS w
+    WHERE EXISTS (SELECT 1 FROM existing e WHERE e.delete_state IS NULL) OR EXISTS (SELECT 1 FROM created)
     RETURNING added_version
 ), epochs AS (
     INSERT INTO rlmm_segment_epochs (
@@ -62,44 +81,43 @@ WITH partition_row AS (
     FROM segment, generate_subscripts(@epochs::integer[], 1) AS i
     WHERE cardinality(@epochs::integer[]) > 1
 )
-SELECT segment.added_version FROM segment;
+SELECT coalesce((SELECT segment.added_version FROM segment), -1)::bigint AS added_version,
+    coalesce((SELECT e.delete_state FROM existing e), -1)::smallint AS delete_state,
+    pg_current_xact_id() AS xid;
 
 -- name: SegmentUpdate :one
 -- Moves a segment to @state in one statement, when its state is one of
--- @allowed (from statemachine.go). The partition row is locked first (as
--- every write does, so writes to a partition serialise in commit order and
--- its version numbers them), its version bumped only when the segment
--- changed, and the epoch rows follow. updated_version is -1 when nothing
--- changed; current_state (-1: no such segment) and delete_state (-1: none)
--- then say why: current_state is read with FOR SHARE after the partition
--- lock, so it is the state a racing writer left, not the one this
+-- @allowed (from statemachine.go) and its partition's delete has not
+-- finished. The partition row is locked FOR NO KEY UPDATE first, as every
+-- write locks it (SegmentAdd says why), then the segment is stamped with
+-- its transaction id and a last_version above both its own and a write
+-- order (rlmm_versions) taken under that lock, and the epoch rows follow.
+-- updated_version is -1 when nothing changed; current_state (-1: no such
+-- segment) and delete_state (-1: none) then say why: both are read after
+-- the lock, so they are what a racing writer left, not what this
 -- statement's snapshot saw. On success the segment's new row comes back,
 -- so a cache can apply the write without reading it again.
 WITH locked_partition AS MATERIALIZED (
-    SELECT p.delete_state, p.version FROM rlmm_partitions p
+    SELECT p.delete_state FROM rlmm_partitions p
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-    FOR UPDATE
+    FOR NO KEY UPDATE
 ), segment AS (
     UPDATE rlmm_segments AS s
     SET state = @state::smallint,
         broker_id = @broker_id::integer,
         event_timestamp_ms = @event_timestamp_ms::bigint,
         custom_metadata = coalesce(sqlc.narg('custom_metadata')::bytea, s.custom_metadata),
-        finished_version = CASE WHEN @finishing::boolean
-                                THEN coalesce(s.finished_version, (SELECT lp.version + 1 FROM locked_partition lp))
-                                ELSE s.finished_version END,
-        last_version = (SELECT lp.version + 1 FROM locked_partition lp),
+        finished_version = CASE WHEN @finishing::boolean THEN coalesce(s.finished_version, w.version) ELSE s.finished_version END,
+        last_version = greatest(s.last_version + 1, w.version),
+        last_xid = pg_current_xact_id(),
         updated_at = now()
+    FROM (SELECT nextval('rlmm_versions') AS version FROM locked_partition lp WHERE lp.delete_state IS DISTINCT FROM 2) AS w
     WHERE s.segment_id = @segment_id::uuid AND (s.topic_id = @topic_id::uuid AND s.partition = @partition::integer) IS TRUE
       AND s.state = ANY(@allowed::smallint[])
-      AND coalesce((SELECT lp.delete_state FROM locked_partition lp), -1) <> 2
-    RETURNING s.*
-), partition_row AS (
-    UPDATE rlmm_partitions AS p
-    SET version = segment.last_version, updated_at = now()
-    FROM segment
-    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-    RETURNING p.version
+      -- Evaluated once, before the segment is read: the partition's lock
+      -- is always taken before the segment's, as every writer takes them.
+      AND EXISTS (SELECT 1 FROM locked_partition lp WHERE lp.delete_state IS DISTINCT FROM 2)
+    RETURNING s.*, w.version AS write_order
 ), epochs AS (
     UPDATE rlmm_segment_epochs AS e
     SET state = @state::smallint, finished_version = segment.finished_version, last_version = segment.last_version
@@ -107,8 +125,10 @@ WITH locked_partition AS MATERIALIZED (
     WHERE e.topic_id = @topic_id::uuid AND e.partition = @partition::integer AND e.segment_id = @segment_id::uuid
 )
 SELECT
-    coalesce(pr.version, -1)::bigint AS updated_version,
-    (CASE WHEN pr.version IS NOT NULL THEN seg.state
+    coalesce(seg.last_version, -1)::bigint AS updated_version,
+    coalesce(seg.write_order, -1)::bigint AS write_order,
+    pg_current_xact_id() AS xid,
+    (CASE WHEN seg.last_version IS NOT NULL THEN seg.state
           ELSE coalesce((SELECT cur.state FROM rlmm_segments cur
                          WHERE cur.segment_id = @segment_id::uuid
                            AND (cur.topic_id = @topic_id::uuid AND cur.partition = @partition::integer) IS TRUE
@@ -127,8 +147,7 @@ SELECT
     coalesce(seg.added_version, -1)::bigint AS added_version,
     coalesce(seg.finished_version, -1)::bigint AS finished_version
 FROM (SELECT 1) AS one
-LEFT JOIN segment seg ON true
-LEFT JOIN partition_row pr ON true;
+LEFT JOIN segment seg ON true;
 
 -- name: SegmentLookup :one
 -- The finished segment whose range of @epoch contains @lookup_offset; among

@@ -25,8 +25,8 @@ import (
 // records every call and its outcome. After a failed call it abandons the
 // segment and starts a new one, so the state of every segment in the
 // database says exactly which of its writes were applied: verify can then
-// account for every acknowledged write, every failed one, and every bump of
-// a partition's version.
+// account for every acknowledged write, every failed one, and every stamp
+// of the change feed.
 
 type writeRecord struct {
 	writer int
@@ -212,14 +212,17 @@ type storedSegment struct {
 	meta           []byte
 	brokerID       int32
 	epochRows      int
-	epochRowsState int // epoch rows whose state copy equals the segment's
-	epochRowsFin   int // epoch rows with a finished_version
+	epochRowsState int  // epoch rows whose state copy equals the segment's
+	epochRowsFin   int  // epoch rows with a finished_version
+	epochRowsLast  int  // epoch rows whose last_version copy equals the segment's
+	updated        bool // last_version past added_version: an update stamped it
+	finished       bool // finished_version set
 }
 
 // verify reads the database with a fresh pool on dsn and accounts for every
 // write the workload recorded (see report). It checks each write's
 // all-or-nothing-ness on the tables themselves (a segment and its epoch
-// rows, a state and its metadata, a version bump and its change) and what
+// rows, a state and its metadata, a stamp and its change) and what
 // ListRemoteLogSegments returns.
 func verify(t *testing.T, dsn string, w *workload) report {
 	t.Helper()
@@ -236,7 +239,8 @@ func verify(t *testing.T, dsn string, w *workload) report {
 	stored := map[uuid.UUID]*storedSegment{}
 	rows, err := pool.Query(ctx, `
 		SELECT s.segment_id, s.topic_id, s.partition, s.state, s.start_offset, s.end_offset, s.epochs, s.custom_metadata, s.broker_id,
-		       count(e.epoch), count(e.epoch) FILTER (WHERE e.state = s.state), count(e.finished_version)
+		       count(e.epoch), count(e.epoch) FILTER (WHERE e.state = s.state), count(e.finished_version),
+		       count(e.epoch) FILTER (WHERE e.last_version = s.last_version), s.last_version > s.added_version, s.finished_version IS NOT NULL
 		FROM rlmm_segments s
 		LEFT JOIN rlmm_segment_epochs e ON e.topic_id = s.topic_id AND e.partition = s.partition AND e.segment_id = s.segment_id
 		WHERE s.topic_id = ANY($1)
@@ -247,19 +251,11 @@ func verify(t *testing.T, dsn string, w *workload) report {
 		var s storedSegment
 		var state int16
 		require.NoError(t, rows.Scan(&id, &s.topicID, &s.partition, &state, &s.start, &s.end, &s.epochs, &s.meta, &s.brokerID,
-			&s.epochRows, &s.epochRowsState, &s.epochRowsFin))
+			&s.epochRows, &s.epochRowsState, &s.epochRowsFin, &s.epochRowsLast, &s.updated, &s.finished))
 		s.state = rs.RemoteLogSegmentState(state)
 		stored[id] = &s
 	}
 	require.NoError(t, rows.Err())
-	versions := map[rs.TopicIDPartition]int64{}
-	for _, tp := range w.parts {
-		var v int64
-		err := pool.QueryRow(ctx, "SELECT coalesce((SELECT version FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2), 0)",
-			tp.TopicID, tp.Partition).Scan(&v)
-		require.NoError(t, err)
-		versions[tp] = v
-	}
 
 	var r report
 	added := map[uuid.UUID]rs.RemoteLogSegmentMetadata{}
@@ -307,7 +303,6 @@ func verify(t *testing.T, dsn string, w *workload) report {
 		}
 	}
 
-	perPartition := map[rs.TopicIDPartition]int64{}
 	for id, s := range stored {
 		seg, ok := added[id]
 		if !ok {
@@ -315,7 +310,12 @@ func verify(t *testing.T, dsn string, w *workload) report {
 			continue
 		}
 		tp := seg.SegmentID.TopicIDPartition
-		perPartition[tp] += 1 + int64(s.state) // its add, and one update per state step
+		// Every update stamps the segment and the epoch rows with its
+		// change, none without it.
+		if s.updated != (s.state > rs.CopySegmentStarted) || s.finished != (s.state >= rs.CopySegmentFinished) || s.epochRowsLast != s.epochRows {
+			r.problem("segment %s in %s is stamped apart from its changes: last_version past the add's %v, finished_version set %v, %d of %d epoch rows with its last_version",
+				id, s.state, s.updated, s.finished, s.epochRowsLast, s.epochRows)
+		}
 		if s.start != seg.StartOffset || s.end != seg.EndOffset || !slices.Equal(s.epochs, []int32{0, 1}) || s.topicID != tp.TopicID || s.partition != tp.Partition {
 			r.problem("segment %s is stored with other fields than added: %+v", id, *s)
 		}
@@ -327,11 +327,6 @@ func verify(t *testing.T, dsn string, w *workload) report {
 		}
 		if !bytes.Equal(s.meta, lastMeta[id]) {
 			r.problem("segment %s in %s holds custom metadata %q, not that of the write that set the state (%q)", id, s.state, s.meta, lastMeta[id])
-		}
-	}
-	for _, tp := range w.parts {
-		if versions[tp] != perPartition[tp] {
-			r.problem("partition %s is at version %d, but its applied writes add up to %d", tp, versions[tp], perPartition[tp])
 		}
 	}
 

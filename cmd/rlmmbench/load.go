@@ -35,10 +35,17 @@ func loadShapes(ctx context.Context, pool *pgxpool.Pool, workers int, shapes ...
 	if err != nil {
 		return err
 	}
+	var lastVersion int64
 	for _, s := range shapes {
 		if err := loadShape(ctx, pool, workers, s, oneRowPerSegment); err != nil {
 			return fmt.Errorf("load %s: %w", s.name, err)
 		}
+		lastVersion = max(lastVersion, addedVersion(s.perPartition-1)+1)
+	}
+	// The library's writes take their versions from rlmm_versions: move it
+	// past the loaded ones, so that the measured writes order after them.
+	if _, err := pool.Exec(ctx, "SELECT setval('rlmm_versions', greatest(nextval('rlmm_versions'), $1::bigint))", lastVersion); err != nil {
+		return err
 	}
 	loaded := time.Now()
 	// Indexes first (two at a time), then the foreign keys that need them.
@@ -169,11 +176,10 @@ ORDER BY i.indexrelid::regclass::text`, loadedTables)
 // chunks, workers chunks at a time.
 func loadShape(ctx context.Context, pool *pgxpool.Pool, workers int, s shape, oneRowPerSegment bool) error {
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{"rlmm_partitions"},
-		[]string{"topic_id", "partition", "topic", "version", "max_segment_span"},
+		[]string{"topic_id", "partition", "topic", "max_segment_span"},
 		copyRows(s.partitions, func(p int) []any {
 			tp := s.tp(p)
-			// Every segment was added (one version) and finished (another).
-			return []any{tp.TopicID, tp.Partition, tp.Topic, int64(2 * s.perPartition), int64(segmentLen - 1)}
+			return []any{tp.TopicID, tp.Partition, tp.Topic, int64(segmentLen - 1)}
 		}))
 	if err != nil {
 		return fmt.Errorf("copy partitions: %w", err)
@@ -199,15 +205,28 @@ func loadShape(ctx context.Context, pool *pgxpool.Pool, workers int, s shape, on
 }
 
 // copySegments COPYs rows [first, last) of s: row i is segment i/partitions
-// of partition i%partitions.
+// of partition i%partitions. The segments and their epoch rows go in one
+// transaction, whose id every segment row carries (last_xid), as a write
+// of the library stamps its own.
 func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last int, oneRowPerSegment bool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return copySegmentsIn(ctx, tx, s, first, last, oneRowPerSegment)
+	})
+}
+
+// copySegmentsIn is copySegments in the transaction tx.
+func copySegmentsIn(ctx context.Context, tx pgx.Tx, s shape, first, last int, oneRowPerSegment bool) error {
+	var xid uint64
+	if err := tx.QueryRow(ctx, "SELECT pg_current_xact_id()").Scan(&xid); err != nil {
+		return err
+	}
 	n := last - first
 	at := func(i int) (p, j int) { return (first + i) % s.partitions, (first + i) / s.partitions }
-	_, err := pool.CopyFrom(ctx, pgx.Identifier{"rlmm_segments"},
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"rlmm_segments"},
 		[]string{"topic_id", "partition", "segment_id", "topic", "start_offset", "end_offset",
 			"max_timestamp_ms", "broker_id", "event_timestamp_ms", "segment_size_bytes",
 			"custom_metadata", "state", "txn_index_empty", "epochs", "epoch_start_offsets",
-			"added_version", "finished_version", "last_version"},
+			"added_version", "finished_version", "last_version", "last_xid"},
 		copyRows(n, func(i int) []any {
 			p, j := at(i)
 			m := s.segmentMetadata(p, j)
@@ -216,7 +235,7 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 				m.SegmentID.TopicIDPartition.Topic, m.StartOffset, m.EndOffset,
 				m.MaxTimestampMs, m.BrokerID, m.EventTimestampMs, m.SegmentSizeInBytes,
 				m.CustomMetadata, int16(1), m.TxnIndexEmpty, epochs, firsts,
-				addedVersion(j), addedVersion(j) + 1, addedVersion(j) + 1}
+				addedVersion(j), addedVersion(j) + 1, addedVersion(j) + 1, xid}
 		}))
 	if err != nil {
 		return fmt.Errorf("copy segments: %w", err)
@@ -239,21 +258,21 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 	}
 	columns := []string{"topic_id", "partition", "segment_id", "epoch", "first_offset", "last_offset", "state",
 		"segment_start_offset", "segment_end_offset", "added_version", "finished_version"}
-	epochsHaveLastVersion, err := hasColumn(ctx, pool, "rlmm_segment_epochs", "last_version")
+	epochsHaveLastVersion, err := hasColumn(ctx, tx, "rlmm_segment_epochs", "last_version")
 	if err != nil {
 		return err
 	}
 	if epochsHaveLastVersion {
 		columns = append(columns, "last_version") // a copy of the segment's
 	}
-	epochsHaveCopies, err := hasColumn(ctx, pool, "rlmm_segment_epochs", "segment_size_bytes")
+	epochsHaveCopies, err := hasColumn(ctx, tx, "rlmm_segment_epochs", "segment_size_bytes")
 	if err != nil {
 		return err
 	}
 	if epochsHaveCopies {
 		columns = append(columns, "segment_size_bytes", "max_timestamp_ms") // schema 15 on
 	}
-	_, err = pool.CopyFrom(ctx, pgx.Identifier{"rlmm_segment_epochs"}, columns,
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"rlmm_segment_epochs"}, columns,
 		copyRows(len(rows), func(i int) []any {
 			r := rows[i]
 			tp := s.tp(r.p)
@@ -275,15 +294,17 @@ func copySegments(ctx context.Context, pool *pgxpool.Pool, s shape, first, last 
 	return nil
 }
 
-func hasColumn(ctx context.Context, pool *pgxpool.Pool, table, column string) (bool, error) {
+func hasColumn(ctx context.Context, tx pgx.Tx, table, column string) (bool, error) {
 	var ok bool
-	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
 WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2)`, table, column).Scan(&ok)
 	return ok, err
 }
 
-// addedVersion is the partition version of segment j's add: the adds and
-// the finishes alternate, add j at 2j+1 and its finish at 2j+2.
+// addedVersion is the version (write order, rlmm_versions) of segment j's
+// add in every partition: a partition's adds and finishes alternate, add j
+// at 2j+1 and its finish at 2j+2. The numbers repeat across partitions,
+// which the library never compares.
 func addedVersion(j int) int64 { return 2*int64(j) + 1 }
 
 // copyRows adapts a row function to pgx.CopyFromSource.

@@ -56,7 +56,7 @@ const (
 	targetNone             = 0
 	segmentColumns         = `topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms, broker_id,
 	event_timestamp_ms, segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets,
-	added_version, finished_version, last_version, created_at, updated_at`
+	added_version, finished_version, last_version, last_xid, created_at, updated_at`
 )
 
 // namedOp is an operation with the baseline it is compared with.
@@ -162,6 +162,7 @@ type wideRow struct {
 	start, end, maxTS, eventTS int64
 	added, last                int64
 	finished                   pgtype.Int8
+	lastXid                    uint64
 	custom                     []byte
 	state                      int16
 	txnIndexEmpty              bool
@@ -173,7 +174,7 @@ type wideRow struct {
 func (r *wideRow) dest() []any {
 	return []any{&r.topicID, &r.partition, &r.segmentID, &r.topic, &r.start, &r.end, &r.maxTS, &r.brokerID,
 		&r.eventTS, &r.size, &r.custom, &r.state, &r.txnIndexEmpty, &r.epochs, &r.epochStarts,
-		&r.added, &r.finished, &r.last, &r.created, &r.updated}
+		&r.added, &r.finished, &r.last, &r.lastXid, &r.created, &r.updated}
 }
 
 // checkBaselineColumns fails when rlmm_segments has columns the baseline

@@ -28,7 +28,7 @@ SELECT e.epoch, e.first_offset, e.last_offset, e.finished_version,
        s.topic_id, s.partition, s.segment_id, s.topic, s.start_offset, s.end_offset, s.max_timestamp_ms, s.broker_id,
        s.event_timestamp_ms, s.segment_size_bytes, s.custom_metadata, s.state, s.txn_index_empty, s.epochs,
        s.epoch_start_offsets, s.added_version, s.finished_version AS seg_finished_version, s.last_version,
-       s.created_at, s.updated_at
+       s.last_xid, s.created_at, s.updated_at
 FROM rlmm_segment_epochs e
 JOIN rlmm_segments s ON s.topic_id = e.topic_id AND s.partition = e.partition AND s.segment_id = e.segment_id
 WHERE e.state = 1
@@ -36,7 +36,7 @@ ORDER BY s.added_version, s.topic_id, s.partition`,
 		`CREATE INDEX rlmmbench_lookup_idx ON rlmmbench_lookup (topic_id, partition, epoch, first_offset, finished_version)
 INCLUDE (last_offset, segment_id, topic, start_offset, end_offset, max_timestamp_ms, broker_id, event_timestamp_ms,
          segment_size_bytes, custom_metadata, state, txn_index_empty, epochs, epoch_start_offsets, added_version,
-         seg_finished_version, last_version, created_at, updated_at)`,
+         seg_finished_version, last_version, last_xid, created_at, updated_at)`,
 		`VACUUM (FREEZE, ANALYZE) rlmmbench_lookup`,
 	} {
 		if err := execMaintenance(ctx, pool, stmt); err != nil {
@@ -61,7 +61,7 @@ func (w *workload) coveringLookupOp(pool *pgxpool.Pool) namedOp {
 		err := pool.QueryRow(ctx, `SELECT l.topic_id, l.partition, l.segment_id, l.topic, l.start_offset, l.end_offset,
     l.max_timestamp_ms, l.broker_id, l.event_timestamp_ms, l.segment_size_bytes, l.custom_metadata, l.state,
     l.txn_index_empty, l.epochs, l.epoch_start_offsets, l.added_version, l.seg_finished_version, l.last_version,
-    l.created_at, l.updated_at
+    l.last_xid, l.created_at, l.updated_at
 FROM rlmm_partitions p
 JOIN rlmmbench_lookup l ON l.topic_id = p.topic_id AND l.partition = p.partition
 WHERE p.topic_id = $1 AND p.partition = $2 AND p.delete_state IS DISTINCT FROM 2

@@ -224,15 +224,15 @@ func loadTopic(t *testing.T, pool *pgxpool.Pool, topic string, topicID uuid.UUID
 				state = 3
 			}
 			segments = append(segments, []any{topicID, p, id, topic, i * 100, i*100 + 89, i, int32(1), int64(0), int32(1000),
-				state, true, []int32{0}, []int64{i * 100}, 2*i + 1, 2*i + 2, 2*i + 2})
+				state, true, []int32{0}, []int64{i * 100}, 2*i + 1, 2*i + 2, 2*i + 2, uint64(3)})
 		}
 		ends = append(ends, []any{topicID, p, int32(0), int64(0)})
 	}
-	copyRows(t, pool, "rlmm_partitions", []string{"topic_id", "partition", "topic", "version", "max_segment_span", "delete_state",
+	copyRows(t, pool, "rlmm_partitions", []string{"topic_id", "partition", "topic", "delete_version", "max_segment_span", "delete_state",
 		"delete_broker_id", "delete_event_timestamp_ms"}, partitions)
 	copyRows(t, pool, "rlmm_segments", []string{"topic_id", "partition", "segment_id", "topic", "start_offset", "end_offset",
 		"max_timestamp_ms", "broker_id", "event_timestamp_ms", "segment_size_bytes", "state", "txn_index_empty", "epochs",
-		"epoch_start_offsets", "added_version", "finished_version", "last_version"}, segments)
+		"epoch_start_offsets", "added_version", "finished_version", "last_version", "last_xid"}, segments)
 	copyRows(t, pool, "rlmm_epoch_ends", []string{"topic_id", "partition", "epoch", "end_offset"}, ends)
 }
 

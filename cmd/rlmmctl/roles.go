@@ -139,8 +139,9 @@ ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT, INSERT, UPDATE ON TABLES TO {app};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT ON TABLES TO {readonly};
--- Brokers use no sequence (the only one, of goose's version table, is the
--- migrating role's); a grant that an older script made is taken back.
+-- Brokers use one sequence, rlmm_versions (the write order), granted
+-- below; none of a later migration unless it grants it, and not that of
+-- goose's version table (the migrating role's).
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     REVOKE ALL ON SEQUENCES FROM {app};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
@@ -172,8 +173,14 @@ BEGIN
         SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = {schema_lit} AND c.relkind = 'S' AND c.relname LIKE 'rlmm\_%'
     LOOP
+        IF t.relname = 'rlmm_versions' THEN
+            EXECUTE format('ALTER SEQUENCE %I.%I OWNER TO %I', {schema_lit}, t.relname, {owner_lit});
+        END IF;
         EXECUTE format('REVOKE ALL ON SEQUENCE %I.%I FROM PUBLIC, %I', {schema_lit}, t.relname, {app_lit});
         EXECUTE format('GRANT SELECT ON SEQUENCE %I.%I TO %I', {schema_lit}, t.relname, {readonly_lit});
+        IF t.relname = 'rlmm_versions' THEN
+            EXECUTE format('GRANT USAGE ON SEQUENCE %I.%I TO %I', {schema_lit}, t.relname, {app_lit});
+        END IF;
     END LOOP;
     FOR t IN
         SELECT p.oid::regprocedure AS fn, p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

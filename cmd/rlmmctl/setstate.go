@@ -5,8 +5,8 @@ package main
 // functions (rlmm_set_segment_state, rlmm_set_partition_delete_state; see
 // docs/DBA.md), which a DBA may call from psql too: a repair is checked
 // against the transition tables that copy statemachine.go and does
-// everything a broker's write does: the epoch rows follow, the partition's
-// version is bumped, and the brokers' caches are notified. They need the
+// everything a broker's write does: the epoch rows follow, the write is
+// stamped for the change feed, and the brokers' caches are notified. They need the
 // DBA role's EXECUTE (rlmmctl roles sql), not write access to the tables.
 
 import (
@@ -52,7 +52,7 @@ func (a *app) segmentsSetStateCommand() *cobra.Command {
 		Long: `Move one segment to STATE as a broker would, through the database's repair
 function rlmm_set_segment_state (docs/DBA.md): the transition is checked
 against the segment state machine, and on success the segment's epoch rows,
-the partition's version and the brokers' caches follow, in one call.
+its write order and the brokers' caches follow, in one call.
 
 STATE is COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED or
 DELETE_SEGMENT_FINISHED (also as 1, 2, 3, or without the _SEGMENT part:
@@ -152,8 +152,8 @@ repair function rlmm_set_partition_delete_state (docs/DBA.md): the
 transition is checked against the partition-delete state machine (none ->
 DELETE_PARTITION_MARKED -> DELETE_PARTITION_STARTED ->
 DELETE_PARTITION_FINISHED, or the current state again, which changes
-nothing), and on success the partition's version and the brokers' caches
-follow. At DELETE_PARTITION_FINISHED every segment of the partition is
+nothing), and on success the partition's delete_version and the brokers'
+caches follow. At DELETE_PARTITION_FINISHED every segment of the partition is
 forgotten.
 
 STATE is DELETE_PARTITION_MARKED, DELETE_PARTITION_STARTED or

@@ -41,15 +41,15 @@ func load(t testing.TB, pool *pgxpool.Pool, tp rs.TopicIDPartition, n int, epoch
 		{`ALTER TABLE rlmm_segments SET (autovacuum_enabled = false)`, []any{}},
 		{`ALTER TABLE rlmm_segment_epochs SET (autovacuum_enabled = false)`, []any{}},
 		{`ALTER TABLE rlmm_epoch_ends SET (autovacuum_enabled = false)`, []any{}},
-		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, version, max_segment_span)
-VALUES ($1, $2, $3, 2 * $4::integer, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
+		{`INSERT INTO rlmm_partitions (topic_id, partition, topic, max_segment_span)
+VALUES ($1, $2, $3, 89)`, []any{tp.TopicID, tp.Partition, tp.Topic}},
 		{`INSERT INTO rlmm_segments (topic_id, partition, segment_id, topic, start_offset, end_offset, max_timestamp_ms,
     broker_id, event_timestamp_ms, segment_size_bytes, state, txn_index_empty, epochs, epoch_start_offsets,
-    added_version, finished_version, last_version)
+    added_version, finished_version, last_version, last_xid)
 SELECT $1::uuid, $2::integer, md5($1::uuid::text || $2::integer || '/' || i)::uuid, $3::text, i * 100, i * 100 + 89, i * 1000, 1, 0, 1000, 1, true,
     ` + epochs + `,
     ` + starts + `,
-    2 * i + 1, 2 * i + 2, 2 * i + 2
+    2 * i + 1, 2 * i + 2, 2 * i + 2, pg_current_xact_id()
 FROM generate_series(0, $4::integer - 1) i`, []any{tp.TopicID, tp.Partition, tp.Topic, n}},
 		{`INSERT INTO rlmm_segment_epochs (topic_id, partition, segment_id, epoch, first_offset, last_offset, state,
     segment_start_offset, segment_end_offset, added_version, finished_version, last_version, segment_size_bytes, max_timestamp_ms)
@@ -58,6 +58,8 @@ SELECT s.topic_id, s.partition, s.segment_id, s.epochs[k], s.epoch_start_offsets
     s.added_version, s.finished_version, s.last_version, s.segment_size_bytes, s.max_timestamp_ms
 FROM rlmm_segments s, generate_subscripts(s.epochs, 1) k
 WHERE s.topic_id = $1 AND s.partition = $2 AND cardinality(s.epochs) > 1`, []any{tp.TopicID, tp.Partition}},
+		// The library's writes that follow take write orders above these.
+		{`SELECT setval('rlmm_versions', greatest(nextval('rlmm_versions'), 2 * $1::bigint + 2))`, []any{n}},
 	} {
 		_, err := pool.Exec(t.Context(), st.sql, st.args...)
 		require.NoError(t, err, st.sql)

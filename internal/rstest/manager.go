@@ -40,11 +40,30 @@ func WriteFinished(t testing.TB, m rs.RemoteLogMetadataManager, tp rs.TopicIDPar
 	return s
 }
 
-// PartitionVersion reads tp's version in rlmm_partitions through admin.
-func PartitionVersion(t testing.TB, admin *pgxpool.Pool, tp rs.TopicIDPartition) int64 {
+// CountWrites makes the database log, through admin, every row written
+// to rlmm_segments (an add or an update) and every change of a partition's
+// delete record, and returns a function that counts those of tp so far:
+// the writes that took effect, neither more nor fewer.
+func CountWrites(t testing.TB, admin *pgxpool.Pool) func(tp rs.TopicIDPartition) int64 {
 	t.Helper()
-	var v int64
-	require.NoError(t, admin.QueryRow(t.Context(),
-		"SELECT version FROM rlmm_partitions WHERE topic_id = $1 AND partition = $2", tp.TopicID, tp.Partition).Scan(&v))
-	return v
+	_, err := admin.Exec(t.Context(), `
+CREATE TABLE test_writes (topic_id uuid NOT NULL, partition integer NOT NULL);
+CREATE FUNCTION test_log_write() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    INSERT INTO test_writes (topic_id, partition) VALUES (NEW.topic_id, NEW.partition);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER test_segment_writes AFTER INSERT OR UPDATE ON rlmm_segments
+    FOR EACH ROW EXECUTE FUNCTION test_log_write();
+CREATE TRIGGER test_delete_records AFTER INSERT OR UPDATE OF delete_state ON rlmm_partitions
+    FOR EACH ROW WHEN (NEW.delete_state IS NOT NULL) EXECUTE FUNCTION test_log_write();`)
+	require.NoError(t, err)
+	return func(tp rs.TopicIDPartition) int64 {
+		t.Helper()
+		var n int64
+		require.NoError(t, admin.QueryRow(t.Context(),
+			"SELECT count(*) FROM test_writes WHERE topic_id = $1 AND partition = $2", tp.TopicID, tp.Partition).Scan(&n))
+		return n
+	}
 }

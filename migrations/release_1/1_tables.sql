@@ -33,6 +33,15 @@
 --   - the library's writes do all their bookkeeping (versions, epoch rows,
 --     notifications) in their own statements, and so do the repair
 --     functions;
+--   - the change feed is by transaction id: every write stamps the rows it
+--     writes with its own (last_xid), and a cache remembers the snapshot
+--     it last read in; the rows changed since are those whose last_xid
+--     that snapshot does not see. No write bumps a counter of the
+--     partition: a write only locks the partition row (FOR NO KEY UPDATE;
+--     a delete record's writer FOR UPDATE), and takes its write order from
+--     the sequence rlmm_versions under that lock, so that write orders
+--     follow commits within a partition (the list key, the lookups'
+--     "finished last", a segment's newest write);
 --   - one row per segment: a segment of one leader epoch (most of them)
 --     is indexed by that epoch on rlmm_segments itself; only a segment
 --     that spans several epochs has epoch rows (rlmm_segment_epochs), so
@@ -143,7 +152,7 @@ CREATE DOMAIN rlmm_topic_name AS text CONSTRAINT rlmm_topic_name_check CHECK (le
     AND VALUE NOT IN ('.', '..') AND ltrim(VALUE, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-') = '');
 COMMENT ON DOMAIN rlmm_topic_name IS 'A Kafka topic name: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".';
 CREATE DOMAIN rlmm_count AS bigint CONSTRAINT rlmm_count_check CHECK (VALUE >= 0);
-COMMENT ON DOMAIN rlmm_count IS 'A partition''s version or a span of offsets: 0 or more.';
+COMMENT ON DOMAIN rlmm_count IS 'A write order or a span of offsets: 0 or more.';
 CREATE DOMAIN rlmm_offset AS bigint CONSTRAINT rlmm_offset_check CHECK (VALUE >= 0);
 COMMENT ON DOMAIN rlmm_offset IS 'A Kafka offset: 0 or more.';
 CREATE DOMAIN rlmm_epoch AS integer CONSTRAINT rlmm_epoch_check CHECK (VALUE >= 0);
@@ -155,18 +164,21 @@ COMMENT ON DOMAIN rlmm_segment_state IS 'A segment state (rlmm_segment_states): 
 CREATE DOMAIN rlmm_delete_state AS smallint CONSTRAINT rlmm_delete_state_check CHECK (VALUE IN (0, 1, 2));
 COMMENT ON DOMAIN rlmm_delete_state IS 'A partition-delete state (rlmm_partition_delete_states): 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED.';
 
+CREATE SEQUENCE rlmm_versions AS bigint;
+COMMENT ON SEQUENCE rlmm_versions IS 'The write order: each add, each first COPY_SEGMENT_FINISHED and each change of a delete record takes a number.';
+
 CREATE TABLE rlmm_partitions (
     topic_id                  uuid NOT NULL,
     partition                 rlmm_partition_number NOT NULL,
     topic                     rlmm_topic_name NOT NULL,
-    version                   rlmm_count NOT NULL DEFAULT 0,
     max_segment_span          rlmm_count NOT NULL DEFAULT 0,
     delete_state              rlmm_delete_state,
     delete_broker_id          integer,
     delete_event_timestamp_ms bigint,
     created_at                timestamptz NOT NULL DEFAULT now(),
     updated_at                timestamptz NOT NULL DEFAULT now(),
-    vanished_version          rlmm_count NOT NULL DEFAULT 0,
+    delete_version            rlmm_count NOT NULL DEFAULT 0,
+    vanished_xid              xid8,
     PRIMARY KEY (topic_id, partition),
     CONSTRAINT rlmm_partitions_delete_fields_check CHECK ((delete_state IS NULL) = (delete_broker_id IS NULL)
         AND (delete_state IS NULL) = (delete_event_timestamp_ms IS NULL))
@@ -175,18 +187,18 @@ CREATE INDEX rlmm_partitions_topic_idx ON rlmm_partitions (topic, partition);
 CREATE INDEX rlmm_partitions_deleting_idx ON rlmm_partitions (delete_state) WHERE delete_state IN (0, 1);
 CREATE INDEX rlmm_partitions_deleted_idx ON rlmm_partitions (topic_id, partition) WHERE delete_state = 2;
 COMMENT ON INDEX rlmm_partitions_deleted_idx IS 'The partitions in DELETE_PARTITION_FINISHED: what rlmm_purge reads.';
-COMMENT ON TABLE rlmm_partitions IS 'One row per topic partition that has ever had a segment or a partition-delete record: its delete state and its committed version. Every write to the partition locks this row first.';
+COMMENT ON TABLE rlmm_partitions IS 'One row per topic partition that has ever had a segment or a partition-delete record: its delete state. Every write to the partition locks this row first (FOR NO KEY UPDATE; a change of the delete record FOR UPDATE), and no write but a change of its delete record or of max_segment_span changes it.';
 COMMENT ON COLUMN rlmm_partitions.topic_id IS 'Kafka topic id (with partition, the identity of the partition).';
 COMMENT ON COLUMN rlmm_partitions.partition IS 'Kafka partition number.';
 COMMENT ON COLUMN rlmm_partitions.created_at IS 'When the row was created.';
-COMMENT ON COLUMN rlmm_partitions.updated_at IS 'When the partition was last written to.';
+COMMENT ON COLUMN rlmm_partitions.updated_at IS 'When the row last changed: its delete record, or its max_segment_span.';
 COMMENT ON COLUMN rlmm_partitions.topic IS 'Topic name, as the first write named it.';
-COMMENT ON COLUMN rlmm_partitions.version IS 'Committed position of the partition: bumped by every write to it. CaughtUp and the caches compare it.';
 COMMENT ON COLUMN rlmm_partitions.max_segment_span IS 'Largest end_offset - start_offset of any segment ever added: a lookup walks back from an offset to offset - max_segment_span, FirstSegmentForTimestamp from startingOffset - max_segment_span.';
 COMMENT ON COLUMN rlmm_partitions.delete_state IS 'NULL none, 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED, 2 DELETE_PARTITION_FINISHED (every segment forgotten).';
 COMMENT ON COLUMN rlmm_partitions.delete_broker_id IS 'Broker that wrote the latest partition-delete record.';
 COMMENT ON COLUMN rlmm_partitions.delete_event_timestamp_ms IS 'Event time (ms since the epoch) of the latest partition-delete record.';
-COMMENT ON COLUMN rlmm_partitions.vanished_version IS 'Largest version at which segment rows of the partition were deleted (rlmm_purge): a cache older than it cannot catch up by the change feed and reloads the partition. 0: none.';
+COMMENT ON COLUMN rlmm_partitions.delete_version IS 'Write order (rlmm_versions) of the latest change of the delete record: a cache keeps the newest it has seen. 0: never changed.';
+COMMENT ON COLUMN rlmm_partitions.vanished_xid IS 'Largest transaction id among the last writes of the segment rows rlmm_purge deleted (its own, when it took the delete record): a cache whose snapshot may not see it cannot catch up by the change feed and reloads the partition. NULL: none.';
 
 CREATE TABLE rlmm_segments (
     topic_id            uuid NOT NULL,
@@ -207,6 +219,7 @@ CREATE TABLE rlmm_segments (
     added_version       bigint NOT NULL,
     finished_version    bigint,
     last_version        bigint NOT NULL,
+    last_xid            xid8 NOT NULL,
     created_at          timestamptz NOT NULL DEFAULT now(),
     updated_at          timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (topic_id, partition, segment_id),
@@ -220,7 +233,8 @@ CREATE TABLE rlmm_segments (
         AND epoch_start_offsets[cardinality(epoch_start_offsets)] <= end_offset)
 );
 CREATE UNIQUE INDEX rlmm_segments_segment_id_key ON rlmm_segments (segment_id);
-CREATE INDEX rlmm_segments_changes_idx ON rlmm_segments (topic_id, partition, last_version);
+CREATE INDEX rlmm_segments_changes_idx ON rlmm_segments (topic_id, partition, last_xid);
+COMMENT ON INDEX rlmm_segments_changes_idx IS 'The change feed: the segments of a partition by the transaction that last wrote them.';
 CREATE INDEX rlmm_segments_list_idx ON rlmm_segments (topic_id, partition, start_offset, added_version) WHERE state IN (0, 1, 2);
 CREATE INDEX rlmm_segments_in_flight_idx ON rlmm_segments (updated_at) WHERE state IN (0, 2);
 CREATE INDEX rlmm_segments_forgotten_idx ON rlmm_segments (updated_at) WHERE state = 3;
@@ -253,9 +267,10 @@ COMMENT ON COLUMN rlmm_segments.broker_id IS 'Broker that wrote the latest state
 COMMENT ON COLUMN rlmm_segments.custom_metadata IS 'Opaque bytes of the remote storage manager; NULL: none.';
 COMMENT ON COLUMN rlmm_segments.state IS '0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED.';
 COMMENT ON COLUMN rlmm_segments.epochs IS 'Leader epochs in the segment, increasing; epochs[i] starts at epoch_start_offsets[i].';
-COMMENT ON COLUMN rlmm_segments.added_version IS 'Partition version of the add: orders segments that start at the same offset.';
-COMMENT ON COLUMN rlmm_segments.finished_version IS 'Partition version of the first COPY_SEGMENT_FINISHED; NULL: never finished.';
-COMMENT ON COLUMN rlmm_segments.last_version IS 'Partition version of the latest write to the segment: the change feed (segments with last_version > v changed after v).';
+COMMENT ON COLUMN rlmm_segments.added_version IS 'Write order (rlmm_versions) of the add: orders segments that start at the same offset.';
+COMMENT ON COLUMN rlmm_segments.finished_version IS 'Write order (rlmm_versions) of the first COPY_SEGMENT_FINISHED; NULL: never finished.';
+COMMENT ON COLUMN rlmm_segments.last_version IS 'Order of the latest write to the segment, greater than every earlier write''s: a cache keeps the newest write of a segment it has seen.';
+COMMENT ON COLUMN rlmm_segments.last_xid IS 'Transaction id of the latest write to the segment: the change feed (the rows a snapshot does not see changed after it).';
 COMMENT ON INDEX rlmm_segments_forgotten_idx IS 'The segments in DELETE_SEGMENT_FINISHED by when they got there: what rlmm_purge reads.';
 
 CREATE TABLE rlmm_segment_epochs (
@@ -300,7 +315,7 @@ COMMENT ON COLUMN rlmm_segment_epochs.state IS 'Copy of the segment''s state, ke
 COMMENT ON COLUMN rlmm_segment_epochs.segment_start_offset IS 'Copy of the segment''s start offset (list order).';
 COMMENT ON COLUMN rlmm_segment_epochs.segment_end_offset IS 'Copy of the segment''s end offset (highest offset for an epoch).';
 COMMENT ON COLUMN rlmm_segment_epochs.added_version IS 'Copy of the segment''s added_version (list order).';
-COMMENT ON COLUMN rlmm_segment_epochs.finished_version IS 'Partition version of the segment''s first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.';
+COMMENT ON COLUMN rlmm_segment_epochs.finished_version IS 'Write order (rlmm_versions) of the segment''s first COPY_SEGMENT_FINISHED: among finished ranges that start at the same offset, the latest wins a lookup.';
 COMMENT ON COLUMN rlmm_segment_epochs.last_version IS 'Copy of the segment''s last_version, stamped by every write (the state guard tells a raw UPDATE by it staying unchanged).';
 COMMENT ON COLUMN rlmm_segment_epochs.segment_size_bytes IS 'Copy of the segment''s segment_size_bytes (RemoteLogSize sums it).';
 COMMENT ON COLUMN rlmm_segment_epochs.max_timestamp_ms IS 'Copy of the segment''s max_timestamp_ms (FirstSegmentForTimestamp filters on it).';

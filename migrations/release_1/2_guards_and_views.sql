@@ -6,18 +6,19 @@
 CREATE FUNCTION rlmm_state_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    -- The WHEN clauses let through every write that stamps a new version,
+    -- The WHEN clauses let through every write that stamps a new version
+    -- (last_version, delete_version),
     -- as the library's statements and the repair functions do.
     IF TG_TABLE_NAME = 'rlmm_partitions' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'check_violation', CONSTRAINT = 'rlmm_partitions_raw_state_change', TABLE = TG_TABLE_NAME,
-            MESSAGE = format('partition %s-%s (topic id %s): a raw UPDATE of delete_state bypasses the transition check, the version and the brokers'' caches; call rlmm_set_partition_delete_state(%L, %s, <state>)',
+            MESSAGE = format('partition %s-%s (topic id %s): a raw UPDATE of delete_state bypasses the transition check, the write order and the brokers'' caches; call rlmm_set_partition_delete_state(%L, %s, <state>)',
                              OLD.topic, OLD.partition, OLD.topic_id, OLD.topic_id, OLD.partition),
             HINT = 'See docs/DBA.md, "Repairs".';
     END IF;
     RAISE EXCEPTION USING
         ERRCODE = 'check_violation', CONSTRAINT = TG_TABLE_NAME || '_raw_state_change', TABLE = TG_TABLE_NAME,
-        MESSAGE = format('%s: segment %s: a raw UPDATE of state bypasses the transition check, the epoch rows, the version and the brokers'' caches; call rlmm_set_segment_state(%L, <state>)',
+        MESSAGE = format('%s: segment %s: a raw UPDATE of state bypasses the transition check, the epoch rows, the change feed and the brokers'' caches; call rlmm_set_segment_state(%L, <state>)',
                          TG_TABLE_NAME, OLD.segment_id, OLD.segment_id),
         HINT = 'See docs/DBA.md, "Repairs".';
 END
@@ -31,7 +32,7 @@ CREATE TRIGGER rlmm_segment_epochs_state_guard BEFORE UPDATE OF state ON rlmm_se
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND OLD.last_version IS NOT DISTINCT FROM NEW.last_version)
     EXECUTE FUNCTION rlmm_state_guard();
 CREATE TRIGGER rlmm_partitions_delete_state_guard BEFORE UPDATE OF delete_state ON rlmm_partitions
-    FOR EACH ROW WHEN (OLD.delete_state IS DISTINCT FROM NEW.delete_state AND OLD.version IS NOT DISTINCT FROM NEW.version)
+    FOR EACH ROW WHEN (OLD.delete_state IS DISTINCT FROM NEW.delete_state AND OLD.delete_version IS NOT DISTINCT FROM NEW.delete_version)
     EXECUTE FUNCTION rlmm_state_guard();
 
 -- +goose StatementBegin
@@ -116,7 +117,6 @@ SELECT p.topic,
        pds.name AS delete_state,
        p.delete_broker_id,
        to_timestamp(p.delete_event_timestamp_ms / 1000.0)::timestamptz AS delete_event_time,
-       p.version,
        greatest(p.updated_at, c.last_segment_change)::timestamptz AS last_change,
        p.created_at,
        p.topic_id,
@@ -174,7 +174,7 @@ FROM rlmm_partitions p
 JOIN rlmm_partition_delete_states pds ON pds.state = p.delete_state
 WHERE p.delete_state IN (0, 1);
 
-COMMENT ON VIEW rlmm_partitions_v IS 'One row per partition: its segments per state, the bytes it holds in remote storage, its delete state, version and last change.';
+COMMENT ON VIEW rlmm_partitions_v IS 'One row per partition: its segments per state, the bytes it holds in remote storage, its delete state and last change.';
 COMMENT ON COLUMN rlmm_partitions_v.topic IS 'Topic name.';
 COMMENT ON COLUMN rlmm_partitions_v.partition IS 'Partition number.';
 COMMENT ON COLUMN rlmm_partitions_v.copy_started IS 'Segments in COPY_SEGMENT_STARTED (being uploaded).';
@@ -186,7 +186,6 @@ COMMENT ON COLUMN rlmm_partitions_v.size_bytes IS 'The same size in bytes.';
 COMMENT ON COLUMN rlmm_partitions_v.delete_state IS 'Partition delete state name: NONE, DELETE_PARTITION_MARKED, DELETE_PARTITION_STARTED or DELETE_PARTITION_FINISHED.';
 COMMENT ON COLUMN rlmm_partitions_v.delete_broker_id IS 'Broker that wrote the latest partition-delete record; NULL: none.';
 COMMENT ON COLUMN rlmm_partitions_v.delete_event_time IS 'Event time of the latest partition-delete record; NULL: none.';
-COMMENT ON COLUMN rlmm_partitions_v.version IS 'Committed version of the partition, bumped by every write to it (CaughtUp compares it).';
 COMMENT ON COLUMN rlmm_partitions_v.last_change IS 'Time of the last write to the partition or any of its segments.';
 COMMENT ON COLUMN rlmm_partitions_v.created_at IS 'When the partition was first written to.';
 COMMENT ON COLUMN rlmm_partitions_v.topic_id IS 'Topic id (UUID).';

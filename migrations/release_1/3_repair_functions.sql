@@ -10,6 +10,7 @@ DECLARE
     target    smallint;
     seg       record;
     new_version bigint;
+    write_order bigint;
     del       smallint;
     from_name text;
     to_name   text;
@@ -28,15 +29,16 @@ BEGIN
                              (SELECT string_agg(st.name, ', ' ORDER BY st.state) FROM rlmm_segment_states st));
     END IF;
 
-    -- The partition first, as the library locks it; then the segment, read
-    -- again under the partition's lock so that its state is the one the
-    -- last committed writer left.
+    -- The partition first, as the library locks it (its writes' orders
+    -- follow their commits); then the segment, read again under the
+    -- partition's lock so that its state is the one the last committed
+    -- writer left.
     SELECT s.topic_id, s.partition INTO seg FROM rlmm_segments s WHERE s.segment_id = rlmm_set_segment_state.segment_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'no_data_found',
             MESSAGE = format('no segment %s', segment_id);
     END IF;
-    SELECT p.version, p.delete_state INTO new_version, del FROM rlmm_partitions p
+    SELECT p.delete_state INTO del FROM rlmm_partitions p
     WHERE p.topic_id = seg.topic_id AND p.partition = seg.partition
     FOR NO KEY UPDATE;
     SELECT s.* INTO seg FROM rlmm_segments s WHERE s.segment_id = rlmm_set_segment_state.segment_id FOR UPDATE;
@@ -51,7 +53,7 @@ BEGIN
                              seg.segment_id, seg.topic, seg.partition);
     END IF;
     IF seg.state = target THEN
-        RETURN new_version; -- already there: nothing changes
+        RETURN seg.last_version; -- already there: nothing changes
     END IF;
     IF NOT EXISTS (SELECT FROM rlmm_segment_transitions t WHERE t.from_state = seg.state AND t.to_state = target) THEN
         SELECT (SELECT st.name FROM rlmm_segment_states st WHERE st.state = seg.state),
@@ -68,30 +70,31 @@ BEGIN
             HINT = 'The allowed transitions are in rlmm_segment_transitions (statemachine.go).';
     END IF;
 
-    new_version := new_version + 1;
-    UPDATE rlmm_partitions p SET version = new_version, updated_at = now()
-    WHERE p.topic_id = seg.topic_id AND p.partition = seg.partition;
-    -- last_version stamped here, as the library stamps it: the state guard
-    -- lets the write through.
+    -- The write order taken under the partition's lock, and last_version
+    -- stamped, as the library stamps it: the state guard lets the write
+    -- through.
+    write_order := nextval('rlmm_versions');
+    new_version := greatest(seg.last_version + 1, write_order);
     UPDATE rlmm_segments s
     SET state = target,
         broker_id = rlmm_set_segment_state.broker_id,
         event_timestamp_ms = coalesce(rlmm_set_segment_state.event_timestamp_ms, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
-        finished_version = CASE WHEN target = 1 THEN coalesce(s.finished_version, new_version) ELSE s.finished_version END,
+        finished_version = CASE WHEN target = 1 THEN coalesce(s.finished_version, write_order) ELSE s.finished_version END,
         last_version = new_version,
+        last_xid = pg_current_xact_id(),
         updated_at = now()
     WHERE s.segment_id = seg.segment_id;
     UPDATE rlmm_segment_epochs e
     SET state = target,
-        finished_version = CASE WHEN target = 1 THEN coalesce(seg.finished_version, new_version) ELSE seg.finished_version END,
+        finished_version = CASE WHEN target = 1 THEN coalesce(seg.finished_version, write_order) ELSE seg.finished_version END,
         last_version = new_version
     WHERE e.topic_id = seg.topic_id AND e.partition = seg.partition AND e.segment_id = seg.segment_id;
-    PERFORM pg_notify('rlmm_changes', seg.topic_id::text || '/' || seg.partition || '/' || new_version);
+    PERFORM pg_notify('rlmm_changes', seg.topic_id::text || '/' || seg.partition || '/' || write_order);
     RETURN new_version;
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_set_segment_state(uuid, text, integer, bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (partition version, epoch rows, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
+COMMENT ON FUNCTION rlmm_set_segment_state(uuid, text, integer, bigint) IS 'Repair: moves a segment to a state (COPY_SEGMENT_FINISHED, or copy_finished, say) when rlmm_segment_transitions allows it, with the library''s bookkeeping (write order, change feed, epoch rows, notification), recording broker_id (default -1, an operator) and event_timestamp_ms (default now). Returns the segment''s last_version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for an unknown or forgotten segment, 22023 for an unknown state.';
 
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_set_partition_delete_state(topic_id uuid, partition integer, state text, broker_id integer DEFAULT -1,
@@ -118,15 +121,17 @@ BEGIN
             MESSAGE = format('unknown partition delete state %L; the states are %s', state,
                              (SELECT string_agg(st.name, ', ' ORDER BY st.state) FROM rlmm_partition_delete_states st WHERE st.state >= 0));
     END IF;
-    SELECT p.topic, p.version, p.delete_state INTO cur FROM rlmm_partitions p
+    -- FOR UPDATE, as the library locks it: the writes in flight commit
+    -- first, and those that follow see the change.
+    SELECT p.topic, p.delete_version, p.delete_state INTO cur FROM rlmm_partitions p
     WHERE p.topic_id = rlmm_set_partition_delete_state.topic_id AND p.partition = rlmm_set_partition_delete_state.partition
-    FOR NO KEY UPDATE;
+    FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'no_data_found',
             MESSAGE = format('no partition %s of topic id %s: no segment or delete record was ever written for it', partition, topic_id);
     END IF;
     IF cur.delete_state IS NOT DISTINCT FROM target THEN
-        RETURN cur.version; -- already there: nothing changes
+        RETURN cur.delete_version; -- already there: nothing changes
     END IF;
     IF NOT EXISTS (SELECT FROM rlmm_partition_delete_transitions t
                    WHERE t.from_state = coalesce(cur.delete_state, -1) AND t.to_state = target) THEN
@@ -143,11 +148,11 @@ BEGIN
                                   ELSE format('from %s a partition may only move to %s', coalesce(from_name, 'none'), targets) END),
             HINT = 'The allowed transitions are in rlmm_partition_delete_transitions (statemachine.go).';
     END IF;
-    new_version := cur.version + 1;
-    -- The version bumped in the same UPDATE, as the library bumps it: the
-    -- delete state guard lets the write through.
+    new_version := nextval('rlmm_versions');
+    -- The write order stamped in the same UPDATE, as the library stamps it:
+    -- the delete state guard lets the write through.
     UPDATE rlmm_partitions p
-    SET version = new_version,
+    SET delete_version = new_version,
         delete_state = target,
         delete_broker_id = rlmm_set_partition_delete_state.broker_id,
         delete_event_timestamp_ms = coalesce(rlmm_set_partition_delete_state.event_timestamp_ms, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
@@ -158,7 +163,7 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_set_partition_delete_state(uuid, integer, text, integer, bigint) IS 'Repair: moves a partition''s delete state (DELETE_PARTITION_FINISHED, or delete_finished, say) when rlmm_partition_delete_transitions allows it, recording broker_id (default -1) and event_timestamp_ms (default now); bumps its version and notifies the caches. Returns the partition''s version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for a partition never written, 22023 for an unknown state.';
+COMMENT ON FUNCTION rlmm_set_partition_delete_state(uuid, integer, text, integer, bigint) IS 'Repair: moves a partition''s delete state (DELETE_PARTITION_FINISHED, or delete_finished, say) when rlmm_partition_delete_transitions allows it, recording broker_id (default -1) and event_timestamp_ms (default now); stamps its delete_version and notifies the caches. Returns the partition''s delete_version after the change; the current state again changes nothing. SQLSTATE 23514 for a forbidden transition, P0002 for a partition never written, 22023 for an unknown state.';
 
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_resync() RETURNS bigint
@@ -191,8 +196,9 @@ BEGIN
     END IF;
 
     -- Segments in DELETE_SEGMENT_FINISHED, oldest first, from the front of
-    -- rlmm_segments_forgotten_idx. A segment whose partition row a writer
-    -- holds is left for the next round.
+    -- rlmm_segments_forgotten_idx. A segment whose partition row a delete
+    -- record's writer or a segment's write holds is left for the next
+    -- round.
     WITH candidates AS MATERIALIZED (
         SELECT s.topic_id, s.partition, s.segment_id
         FROM rlmm_segments s
@@ -205,13 +211,13 @@ BEGIN
         SELECT p.topic_id, p.partition
         FROM rlmm_partitions p
         WHERE (p.topic_id, p.partition) IN (SELECT c.topic_id, c.partition FROM candidates c)
-        FOR UPDATE SKIP LOCKED
+        FOR NO KEY UPDATE SKIP LOCKED
     ), deleted AS (
         DELETE FROM rlmm_segments s
         USING candidates c, locked_partitions lp
         WHERE lp.topic_id = c.topic_id AND lp.partition = c.partition
           AND s.segment_id = c.segment_id AND (s.topic_id = c.topic_id AND s.partition = c.partition) IS TRUE
-        RETURNING s.topic_id, s.partition, s.segment_id, s.last_version, s.finished_version, s.epochs,
+        RETURNING s.topic_id, s.partition, s.segment_id, s.last_xid, s.finished_version, s.epochs,
                   s.epoch_start_offsets, s.end_offset
     ), folded AS (
         -- EpochEndOffset outlives the segments: the ranges of those that
@@ -225,9 +231,11 @@ BEGIN
         SET end_offset = excluded.end_offset
         WHERE excluded.end_offset > ee.end_offset
     ), marked AS (
+        -- A cache whose snapshot sees the last write of every row deleted
+        -- had seen them forgotten; any other reloads.
         UPDATE rlmm_partitions p
-        SET vanished_version = greatest(p.vanished_version, d.last_version)
-        FROM (SELECT d.topic_id, d.partition, max(d.last_version) AS last_version FROM deleted d GROUP BY d.topic_id, d.partition) d
+        SET vanished_xid = greatest(p.vanished_xid, d.last_xid)
+        FROM (SELECT d.topic_id, d.partition, max(d.last_xid) AS last_xid FROM deleted d GROUP BY d.topic_id, d.partition) d
         WHERE p.topic_id = d.topic_id AND p.partition = d.partition
     )
     SELECT count(*) INTO segments FROM deleted;
@@ -253,26 +261,28 @@ BEGIN
         DELETE FROM rlmm_segments s
         USING victims v
         WHERE s.segment_id = v.segment_id AND (s.topic_id = v.topic_id AND s.partition = v.partition) IS TRUE
-        RETURNING s.topic_id, s.partition, s.last_version
+        RETURNING s.topic_id, s.partition
     ), marked AS (
+        -- Rows in any state: every cache whose snapshot precedes this
+        -- purge reloads.
         UPDATE rlmm_partitions p
-        SET vanished_version = greatest(p.vanished_version, d.last_version)
-        FROM (SELECT d.topic_id, d.partition, max(d.last_version) AS last_version FROM deleted d GROUP BY d.topic_id, d.partition) d
+        SET vanished_xid = pg_current_xact_id()
+        FROM (SELECT DISTINCT d.topic_id, d.partition FROM deleted d) d
         WHERE p.topic_id = d.topic_id AND p.partition = d.partition
     )
     SELECT count(*) INTO of_deleted FROM deleted;
     segments := segments + of_deleted;
 
     -- The delete record of partitions whose delete finished and that have
-    -- no segment left. The row stays, so that its version keeps growing
-    -- (CaughtUp and the caches compare it); the write bumps it, marks it
-    -- vanished at the new version (a cache older than that reloads the
-    -- partition), and deletes the partition's epoch ends, which its delete
-    -- had hidden.
+    -- no segment left. The row stays, so that its delete_version keeps
+    -- growing (the caches keep the newest); the write stamps it, marks the
+    -- partition vanished by this purge (a cache whose snapshot precedes it
+    -- reloads the partition), and deletes the partition's epoch ends,
+    -- which its delete had hidden.
     WITH cleared AS (
         UPDATE rlmm_partitions p
-        SET version = p.version + 1,
-            vanished_version = p.version + 1,
+        SET delete_version = nextval('rlmm_versions'),
+            vanished_xid = pg_current_xact_id(),
             delete_state = NULL,
             delete_broker_id = NULL,
             delete_event_timestamp_ms = NULL,
@@ -286,22 +296,22 @@ BEGIN
               LIMIT batch_size
               FOR UPDATE SKIP LOCKED) c
         WHERE p.topic_id = c.topic_id AND p.partition = c.partition
-        RETURNING p.topic_id, p.partition, p.topic, p.version
+        RETURNING p.topic_id, p.partition, p.topic, p.delete_version
     ), ends AS (
         DELETE FROM rlmm_epoch_ends ee
         USING cleared c
         WHERE ee.topic_id = c.topic_id AND ee.partition = c.partition
     ), notified AS (
-        SELECT c.*, pg_notify('rlmm_changes', c.topic_id::text || '/' || c.partition || '/' || c.version) FROM cleared c
+        SELECT c.*, pg_notify('rlmm_changes', c.topic_id::text || '/' || c.partition || '/' || c.delete_version) FROM cleared c
     )
     SELECT coalesce(array_agg(n.topic_id), '{}'), coalesce(array_agg(n.partition), '{}'),
-           coalesce(array_agg(n.topic), '{}'), coalesce(array_agg(n.version), '{}')
+           coalesce(array_agg(n.topic), '{}'), coalesce(array_agg(n.delete_version), '{}')
     INTO topic_ids, partitions, topics, versions
     FROM notified n;
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION rlmm_purge_round(interval, integer) IS 'One bounded round of purging (rlmm_purge, purge.go): deletes up to batch_size segments forgotten for older_than, up to batch_size segments of partitions deleted that long ago, and takes the delete record of up to batch_size such partitions with no segment left (each notified). Returns the segments deleted and the partitions whose record it took, with their new versions. Takes every lock with SKIP LOCKED.';
+COMMENT ON FUNCTION rlmm_purge_round(interval, integer) IS 'One bounded round of purging (rlmm_purge, purge.go): deletes up to batch_size segments forgotten for older_than, up to batch_size segments of partitions deleted that long ago, and takes the delete record of up to batch_size such partitions with no segment left (each notified). Returns the segments deleted and the partitions whose record it took, with their new delete_version. Takes every lock with SKIP LOCKED.';
 
 -- +goose StatementBegin
 CREATE FUNCTION rlmm_purge(older_than interval DEFAULT interval '7 days', batch_size integer DEFAULT 1000) RETURNS bigint

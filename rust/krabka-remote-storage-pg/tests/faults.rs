@@ -245,7 +245,7 @@ fn postgres_restarted() {
     wait_until("3 failed writes while PostgreSQL is down", || {
         failures(&ledger) >= failed_before + 3
     });
-    // CaughtUp reads the committed version on the primary: Io. So does a
+    // CaughtUp reads the primary's WAL position: Io. So does a
     // read of a partition rlmmd does not cache.
     for (what, r) in [
         ("caught_up", rlmm.caught_up(&tp).map(|_| ())),
