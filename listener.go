@@ -160,14 +160,18 @@ func (c *pgCache) listenOnce(listening func()) error {
 		}
 		// This manager's own write is in its cache already; any other
 		// wakes the follower, which reads what its snapshot does not see.
-		c.mu.Lock()
-		if cp := c.partitions[key]; cp != nil {
-			if _, own := cp.own[order]; own && cp.data != nil && !cp.reloading {
-				delete(cp.own, order)
-			} else {
-				cp.wake()
-			}
+		c.mu.RLock()
+		cp := c.partitions[key]
+		own := cp.ownWrite(order)
+		if cp != nil && (!own || cp.data == nil || cp.reloading) {
+			cp.wake()
+			own = false
 		}
-		c.mu.Unlock()
+		c.mu.RUnlock()
+		if own {
+			c.mu.Lock()
+			delete(cp.own, order) // heard back: no longer needed
+			c.mu.Unlock()
+		}
 	}
 }

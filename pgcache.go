@@ -465,7 +465,7 @@ func memSegmentFromRow(r db.RlmmSegment, shared *TopicIDPartition) *memSegment {
 // write is in the cache before the call returns: write applies it from what
 // the write statement returned, never from a second read. The write order
 // is kept until the write's notification comes back, which then wakes
-// nothing.
+// nothing, or until the cache's snapshot sees the write.
 func (c *pgCache) applied(tp TopicIDPartition, w ownWrite, write func(p *memPartition)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -535,6 +535,16 @@ func (c *pgCache) holds(tp TopicIDPartition, after snapshot, row db.PartitionCac
 		}
 	}
 	return true
+}
+
+// ownWrite reports whether order is one of this manager's writes that the
+// cache applied (false for a nil partition). Callers hold c.mu.
+func (cp *cachedPartition) ownWrite(order int64) bool {
+	if cp == nil {
+		return false
+	}
+	_, own := cp.own[order]
+	return own
 }
 
 // wake asks the follower of tp, if consumed, to catch up, without waiting.
