@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
@@ -262,8 +263,8 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	var after *snapshot
 	generation := cp.generation
 	if cp.data != nil {
-		after = &snapshot{}
-		*after = cp.after
+		cursor := cp.after
+		after = &cursor
 	}
 	hook, afterRead, loaded := c.test.beforeCatchUp, c.test.afterRead, cp.data != nil
 	c.mu.RUnlock()
@@ -275,7 +276,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	// Transaction ids that went back (a failover to a standby that lacked
 	// the old primary's last transactions) would let a snapshot of the old
 	// server see writes it never read: reload.
-	if err == nil && loaded && (read.generation != generation || vanishedSince(read.partition, *after) || read.snapshot.xmax < after.xmax) {
+	if err == nil && loaded && (read.generation != generation || vanishedSince(read.partition.VanishedXid, *after) || read.snapshot.xmax < after.xmax) {
 		reload = true
 		startReload()
 		read, err = c.readChanges(ctx, cp.tp, nil)
@@ -343,8 +344,8 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 // cache brought up to snapshot after may not have seen forgotten: the
 // purge's vanished_xid, the largest last_xid of the rows it deleted, is not
 // below the snapshot's xmin.
-func vanishedSince(partition db.RlmmPartition, after snapshot) bool {
-	return partition.VanishedXid.Valid && partition.VanishedXid.Uint64 >= after.xmin
+func vanishedSince(vanished pgtype.Uint64, after snapshot) bool {
+	return vanished.Valid && vanished.Uint64 >= after.xmin
 }
 
 // changes is what a load or a catch-up read, in one snapshot: the
@@ -526,7 +527,7 @@ func (c *pgCache) holds(tp TopicIDPartition, after snapshot, row db.PartitionCac
 	defer c.mu.RUnlock()
 	cp := c.partitions[keyOf(tp)]
 	if cp == nil || cp.data == nil || cp.generation != row.Generation ||
-		vanishedSince(db.RlmmPartition{VanishedXid: row.VanishedXid}, after) || row.DeleteVersion > cp.data.deleteVersion {
+		vanishedSince(row.VanishedXid, after) || row.DeleteVersion > cp.data.deleteVersion {
 		return false
 	}
 	for i, id := range row.SegmentIds {
