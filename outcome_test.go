@@ -117,6 +117,12 @@ func TestOutcomeUnknownOnRealFailures(t *testing.T) {
 		_, err := configured.CaughtUp(ctx, tp)
 		return err == nil
 	})
+	// The new connection's warm-up runs after its first call (warmup.go)
+	// and holds it meanwhile: the calls below must find it idle, or their
+	// deadlines pass in the pool's queue with nothing sent.
+	testwait.Until(t, "the configured pool's connection is back from its warm-up", func() bool {
+		return configuredPool.Stat().IdleConns() == 1
+	})
 
 	// The only connection is taken: the deadline passes in the queue.
 	held, err := plainPool.Acquire(ctx)
