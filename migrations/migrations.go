@@ -60,10 +60,24 @@ func Latest() int64 {
 // databases) carries another hash and is not reused. The digits are safe
 // in a PostgreSQL identifier.
 func Hash() (string, error) {
+	d, err := digest(math.MaxInt64)
+	if err != nil {
+		return "", err
+	}
+	return d[:12], nil
+}
+
+// digest is the SHA-256, in hex, over the name, length and bytes of every
+// embedded migration up to version upTo.
+func digest(upTo int64) (string, error) {
 	h := sha256.New()
 	err := fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
+		}
+		var v int64
+		if _, err := fmt.Sscanf(path, "%d_", &v); err == nil && v > upTo {
+			return nil
 		}
 		b, err := fs.ReadFile(files, path)
 		if err != nil {
@@ -76,7 +90,7 @@ func Hash() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("migrations: hash: %w", err)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:12], nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // NewProvider returns a goose provider over db with the embedded migrations,
@@ -279,10 +293,14 @@ ON CONFLICT (version) DO UPDATE SET oldest_compatible_code = excluded.oldest_com
 // docs/MIGRATIONS.md, "Releases".
 const Baseline = 19
 
-// Release is a release of the schema: the newest migration it ships.
+// Release is a release of the schema: the newest migration it ships, and
+// the SHA-256 of the migrations it ships, which never change once released
+// (TestReleasedMigrationsNeverChange): a later change of the schema is a
+// migration of its own.
 type Release struct {
 	Number int
 	Schema int64
+	Digest string // over the migrations up to Schema, as Hash reads them
 }
 
 // Releases are the releases made, oldest first. Code of release N keeps
@@ -291,7 +309,7 @@ type Release struct {
 // or older (never older than the baseline). Older code must upgrade first:
 // NewPgManager refuses a schema that does not declare its code compatible
 // and names both versions. See docs/MIGRATIONS.md, "Releases".
-var Releases = []Release{{Number: 1, Schema: Baseline}}
+var Releases = []Release{{Number: 1, Schema: Baseline, Digest: "d209ddb9b4967b9d6378ee83c6068a8f943ad0eb6af87a9a5ea5f0b26dae1ea4"}}
 
 // ReleaseOf returns the release that ships schema version v: 0 for a
 // version after the newest release (not released yet) or before the

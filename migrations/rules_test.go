@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -196,4 +197,23 @@ func TestMigrationsKeepTheWindow(t *testing.T) {
 		require.GreaterOrEqual(t, oldest, Baseline, "%s declares code older than the baseline compatible", s.name)
 		require.LessOrEqual(t, oldest, prev, "%s must declare the code of the release before it (schema %d) compatible", s.name, prev)
 	}
+}
+
+// A released migration never changes (docs/MIGRATIONS.md, "Releases"):
+// databases out there ran it, and goose never runs it again. A change of
+// the schema after a release is a migration of its own.
+func TestReleasedMigrationsNeverChange(t *testing.T) {
+	t.Parallel()
+	for _, r := range Releases {
+		got, err := digest(r.Schema)
+		require.NoError(t, err)
+		require.Equal(t, r.Digest, got, "the migrations up to %d shipped in release %d and must not change: "+
+			"undo the change and add a migration after %d (docs/MIGRATIONS.md, \"The rule: expand, then contract\")",
+			r.Schema, r.Number, Latest())
+	}
+	all, err := digest(math.MaxInt64)
+	require.NoError(t, err)
+	h, err := Hash()
+	require.NoError(t, err)
+	require.Equal(t, all[:12], h)
 }

@@ -1,7 +1,9 @@
 -- Release 1's baseline: the whole schema of release 1, in the first schema
 -- of the search path, as one goose migration. Its source is the four parts
 -- of this directory, which "make generate" joins, in name order, into
--- migrations/00019_release_1.sql, the file goose runs (in one transaction):
+-- migrations/00019_release_1.sql, the file goose runs (in one transaction).
+-- Release 1 shipped: neither changes, a later schema is a migration of its
+-- own (docs/MIGRATIONS.md, "Releases"). The parts:
 --   1_tables.sql           the pre-release set-aside, the state machine's
 --                          tables, the domains and the data tables;
 --   2_guards_and_views.sql the triggers that refuse raw DML, and the views;
