@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,4 +35,12 @@ func TestBenchRunsScaledDown(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(b), "lookup")
 	require.Contains(t, string(b), "AddRemoteLogSegmentMetadata")
+	// Every operation got its answers right, the proposals' included.
+	var failed []string
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, "**errors:") || strings.Contains(line, "| error:") {
+			failed = append(failed, line)
+		}
+	}
+	require.Empty(t, failed, "the report's operations that failed")
 }
