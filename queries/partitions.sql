@@ -54,46 +54,62 @@ WHERE topic_id = @topic_id::uuid AND partition = @partition::integer;
 -- stored states it may come from, -1 standing for "no record". The row is
 -- locked FOR UPDATE first, so that the segments' writes in flight commit
 -- before it and those that follow see the change; the write order is taken
--- under that lock. No row back: refused.
+-- under that lock. ON CONFLICT decides on the newest row, the one locked.
+-- delete_version is -1 when refused; found_state is then the state the
+-- lock found (-1: no record), or -2 when this statement's snapshot did not
+-- see the row, which a concurrent first write created.
 WITH locked AS MATERIALIZED (
-    SELECT p.topic_id FROM rlmm_partitions p
+    SELECT p.delete_state FROM rlmm_partitions p
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
     FOR UPDATE
 ), write_order AS MATERIALIZED (
     SELECT nextval('rlmm_versions') AS version FROM (SELECT count(*) FROM locked) AS after_the_lock
+), upserted AS (
+    INSERT INTO rlmm_partitions AS p
+        (topic_id, partition, topic, delete_version, delete_state, delete_broker_id, delete_event_timestamp_ms)
+    SELECT @topic_id::uuid, @partition::integer, @topic::text, w.version, @state::smallint, @broker_id::integer, @event_timestamp_ms::bigint
+    FROM write_order w
+    ON CONFLICT (topic_id, partition) DO UPDATE
+    SET delete_version = excluded.delete_version,
+        delete_state = excluded.delete_state,
+        delete_broker_id = excluded.delete_broker_id,
+        delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
+        updated_at = now()
+    WHERE coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
+    RETURNING p.delete_version
 )
-INSERT INTO rlmm_partitions AS p
-    (topic_id, partition, topic, delete_version, delete_state, delete_broker_id, delete_event_timestamp_ms)
-SELECT @topic_id::uuid, @partition::integer, @topic::text, w.version, @state::smallint, @broker_id::integer, @event_timestamp_ms::bigint
-FROM write_order w
-ON CONFLICT (topic_id, partition) DO UPDATE
-SET delete_version = excluded.delete_version,
-    delete_state = excluded.delete_state,
-    delete_broker_id = excluded.delete_broker_id,
-    delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
-    updated_at = now()
-WHERE coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
-RETURNING p.delete_version, pg_current_xact_id() AS xid;
+SELECT coalesce((SELECT u.delete_version FROM upserted u), -1)::bigint AS delete_version,
+    coalesce((SELECT coalesce(l.delete_state, -1) FROM locked l), -2)::smallint AS found_state,
+    pg_current_xact_id() AS xid;
 
 -- name: PartitionDeleteUpdate :one
 -- A partition-delete transition that needs an existing record in one of
--- the @allowed states, under the lock PartitionDeleteUpsert takes.
+-- the @allowed states, under the lock PartitionDeleteUpsert takes. The lock
+-- reads the newest row, whatever this statement's snapshot saw, and the
+-- UPDATE is decided on the state it found: a writer that moved the record
+-- while this one waited is seen. (Filtering the locked read on the state
+-- would test the snapshot's row, and skip it without waiting.)
+-- delete_version is -1 when refused; found_state then says in which state
+-- the lock found the record (-1: none, or no partition row).
 WITH locked AS MATERIALIZED (
-    SELECT p.topic_id FROM rlmm_partitions p
+    SELECT p.delete_state FROM rlmm_partitions p
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-      AND coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
     FOR UPDATE
+), updated AS (
+    UPDATE rlmm_partitions AS p
+    SET delete_version = nextval('rlmm_versions'),
+        delete_state = @state::smallint,
+        delete_broker_id = @broker_id::integer,
+        delete_event_timestamp_ms = @event_timestamp_ms::bigint,
+        updated_at = now()
+    FROM locked l
+    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+      AND coalesce(l.delete_state, -1) = ANY(@allowed::smallint[])
+    RETURNING p.delete_version
 )
-UPDATE rlmm_partitions AS p
-SET delete_version = nextval('rlmm_versions'),
-    delete_state = @state::smallint,
-    delete_broker_id = @broker_id::integer,
-    delete_event_timestamp_ms = @event_timestamp_ms::bigint,
-    updated_at = now()
-FROM locked
-WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-  AND coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
-RETURNING p.delete_version, pg_current_xact_id() AS xid;
+SELECT coalesce((SELECT u.delete_version FROM updated u), -1)::bigint AS delete_version,
+    coalesce((SELECT l.delete_state FROM locked l), -1)::smallint AS found_state,
+    pg_current_xact_id() AS xid;
 
 -- name: PartitionsBehind :many
 -- For each of several cached partitions, given the snapshot its cache last
