@@ -480,12 +480,33 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 
 // CaughtUp reports whether a query that follows sees every write for tp
 // that the primary had committed when the call began. Reading from the
-// primary, that is true once the primary answers (one round trip). With a
-// replica, where the primary's WAL is is read first, then how far the
-// replica has replayed it: true when the replica has reached it. With the
-// cache, true when the cached partition holds every write committed since
-// the snapshot it last read in (one round trip); ErrNotReady while it
-// loads; false for a partition the manager does not consume.
+// primary, that is true once the primary answers (one round trip).
+//
+// With a replica, two round trips, the replica first. In one statement
+// (ReplicaSnapshot) the replica gives its snapshot, the transaction ids of
+// tp's segment rows that snapshot sees written between its xmin and its
+// xmax, tp's delete_version and the data's generation. Then the primary
+// (PartitionReplicaBehind) says whether tp has a segment row written by a
+// transaction that snapshot did not see (at or past its xmax, or between
+// xmin and xmax and not among those ids), another delete_version, rows
+// purged at or past its xmin, or another generation: true when none. Each
+// is a primary-key probe or a short range of the change feed's index,
+// whatever the partition's size. It is exact: a write to tp committed
+// before the call either had been replayed when the replica took its
+// snapshot, and every later query there sees it, or it left a row version
+// on the primary that the snapshot did not see (a write overwritten since
+// left one of a later write, which committed after it: a partition's
+// writes hold its row's lock in turn). A hot standby's snapshot lists no
+// running transaction (pg_current_snapshot() has an empty xip there), so
+// what it saw between xmin and xmax comes from tp's rows themselves.
+// Writes to other partitions change nothing of the answer, nor do
+// transactions running on the primary, except that after a purge of tp
+// the answer waits for the transactions older than the purge to end.
+//
+// With the cache, true when the cached partition holds every write
+// committed since the snapshot it last read in (one round trip);
+// ErrNotReady while it loads; false for a partition the manager does not
+// consume.
 func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
 	if m.cache != nil {
 		after, consumed, loaded := m.cache.cursor(tp)
@@ -511,18 +532,28 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 		m.cache.wake(tp) // a notification was missed or is in flight, or the data was reset
 		return false, nil
 	}
-	primary, err := runStatement(ctx, m.pool, m.queries.PrimaryPosition, nil)
-	if err != nil {
-		return false, ioError(ctx, err, "read the WAL position of the primary")
-	}
 	if m.reader == m.pool {
+		if _, err := runStatement(ctx, m.pool, m.queries.PrimaryPosition, nil); err != nil {
+			return false, ioError(ctx, err, "reach the primary")
+		}
 		return true, nil
 	}
-	replica, err := runStatement(ctx, m.reader, m.queries.ReplicaPosition, nil)
+	replica, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (db.ReplicaSnapshotRow, error) {
+		return m.queries.ReplicaSnapshot(ctx, tx, db.ReplicaSnapshotParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	}, nil)
 	if err != nil {
-		return false, ioError(ctx, err, "read the WAL position the replica has replayed")
+		return false, ioError(ctx, err, "read what the replica has of %s", tp)
 	}
-	return replica >= primary, nil
+	behind, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (bool, error) {
+		return m.queries.PartitionReplicaBehind(ctx, tx, db.PartitionReplicaBehindParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Snapshot: replica.Snapshot, Seen: replica.Seen,
+			DeleteVersion: replica.DeleteVersion, Generation: replica.Generation,
+		})
+	}, nil)
+	if err != nil {
+		return false, ioError(ctx, err, "compare the replica's %s with the primary's", tp)
+	}
+	return !behind, nil
 }
 
 // RemoteLogSize is the sum of SegmentSizeInBytes over

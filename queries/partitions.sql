@@ -1,13 +1,63 @@
 -- name: PrimaryPosition :one
--- Where the primary's WAL is: every transaction that had committed when
--- this statement began is below it. CaughtUp's round trip to the primary.
+-- Where the primary's WAL is. CaughtUp's round trip when the manager reads
+-- from the primary: the answer shows that the store answers, and nothing
+-- compares the position (a replica's CaughtUp reads ReplicaSnapshot and
+-- PartitionReplicaBehind).
 SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint AS position;
 
--- name: ReplicaPosition :one
--- How far a hot standby has replayed the primary's WAL (a server that is
--- not in recovery: where its own WAL is). CaughtUp's read on a replica.
-SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END
-        - '0/0'::pg_lsn)::bigint AS position;
+-- name: ReplicaSnapshot :one
+-- CaughtUp's read on a replica (WithReadReplica), before the primary's, in
+-- one statement (one snapshot): the snapshot; the transaction ids of tp's
+-- segment rows it sees written between its xmin and its xmax (usually
+-- none); tp's delete_version (0: no row) and the data's generation.
+-- PartitionReplicaBehind compares them with the primary's. Every
+-- transaction below the xmin had ended when the snapshot was taken (on a
+-- hot standby: its commit or abort replayed), and none at or past the xmax
+-- had committed. Between the two, a hot standby's pg_current_snapshot()
+-- lists no running transaction (in recovery PostgreSQL keeps them all with
+-- the subtransactions, which it does not export): so what the snapshot saw
+-- there is read from the rows themselves. One primary-key probe and one
+-- range of rlmm_segments_changes_idx: the writes to tp since the oldest
+-- transaction running then began. As text: see PartitionsBehind.
+SELECT snap.snapshot::text AS snapshot,
+    coalesce((SELECT array_agg(DISTINCT s.last_xid::text) FROM rlmm_segments s
+              WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+                AND s.last_xid >= pg_snapshot_xmin(snap.snapshot) AND s.last_xid < pg_snapshot_xmax(snap.snapshot)),
+             '{}')::text[] AS seen,
+    coalesce((SELECT p.delete_version FROM rlmm_partitions p
+              WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer), 0)::bigint AS delete_version,
+    (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
+FROM (SELECT pg_current_snapshot() AS snapshot) AS snap;
+
+-- name: PartitionReplicaBehind :one
+-- CaughtUp's read on the primary, after ReplicaSnapshot on the replica:
+-- whether tp has a write committed here that the replica's @snapshot did
+-- not see. That is a segment row of tp whose last_xid is at or past the
+-- snapshot's xmax, or between its xmin and xmax and not one of those it
+-- saw (@seen): a write the replica had not replayed (a write overwritten
+-- since left a later one in its place, which the snapshot did not see
+-- either: a partition's writes commit in the order of its row's lock);
+-- another delete_version (a partition-delete write); rows purged whose last
+-- write the snapshot may not have seen (vanished_xid at or past its xmin,
+-- as PartitionsBehind); or another generation (rlmm_resync(), which a DBA
+-- runs after raw DML). One primary-key probe and two descents of
+-- rlmm_segments_changes_idx, as PartitionsBehind, the second reading the
+-- rows between xmin and xmax until one not seen.
+SELECT (coalesce(p.delete_version, 0) <> @delete_version::bigint
+     OR coalesce(p.vanished_xid >= pg_snapshot_xmin((@snapshot::text)::pg_snapshot), false)
+     OR (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g) <> @generation::bigint
+     OR (SELECT s.last_xid FROM rlmm_segments s
+         WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+           AND s.last_xid >= pg_snapshot_xmax((@snapshot::text)::pg_snapshot)
+         ORDER BY s.last_xid LIMIT 1) IS NOT NULL
+     OR (SELECT s.last_xid FROM rlmm_segments s
+         WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+           AND s.last_xid >= pg_snapshot_xmin((@snapshot::text)::pg_snapshot)
+           AND s.last_xid < pg_snapshot_xmax((@snapshot::text)::pg_snapshot)
+           AND s.last_xid <> ALL((@seen::text[])::xid8[])
+         ORDER BY s.last_xid LIMIT 1) IS NOT NULL)::boolean AS behind
+FROM (SELECT 1) AS one
+LEFT JOIN rlmm_partitions p ON p.topic_id = @topic_id::uuid AND p.partition = @partition::integer;
 
 -- name: PartitionCacheCheck :one
 -- What CaughtUp of a cached partition compares, in one snapshot: the
