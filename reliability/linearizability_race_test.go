@@ -1,0 +1,109 @@
+package reliability_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	rs "github.com/krabka/remotestorage"
+)
+
+// Racing transitions. The random workload of linearizability_test.go
+// spreads its updates over many segments, so two writers rarely move one
+// segment at once, and a refusal that overlaps the write it lost to is
+// accepted by being placed before it. Here every client aims at the same
+// few segments at the same moment. In each round, all clients work on one
+// fresh partition of a few segments: each adds some of them and finishes
+// some (COPY_SEGMENT_FINISHED); then they race: each update goes to the
+// segment that the round's updates so far have reached, as DELETE_SEGMENT_STARTED
+// or DELETE_SEGMENT_FINISHED, so all clients hit one segment at a time,
+// with a query now and then. So one writer's DELETE_SEGMENT_STARTED often
+// commits while another's DELETE_SEGMENT_FINISHED waits for the partition's
+// lock: the store must decide the waiting one on the state the first left,
+// and report that state if it refuses. Every other round ends with
+// partition deletes racing on the partition of the round before.
+//
+// No client waits for another: a client that finishes its round moves to
+// the newest round any client has started, skipping those it fell behind
+// on, so the clients stay together without a barrier that a stalled client
+// would hold up. Every round has a partition of its own, so porcupine
+// checks each round apart and stays fast.
+
+// linRace chooses the calls of the racing workload (linHarness.input).
+type linRace struct {
+	slots   int  // segments per partition, at most linSlots
+	racers  int  // updates of each segment per client in the race
+	deletes bool // partition deletes at the end of every other round
+
+	newest  atomic.Int64 // the newest round a client has started
+	mu      sync.Mutex
+	raced   map[int]int // per round, the race updates handed out
+	clients []raceClient
+}
+
+// raceClient is where one client is: its round and its step in it.
+type raceClient struct {
+	round, step, updates int
+}
+
+func newLinRace(clients, slots, racers int, deletes bool) *linRace {
+	return &linRace{slots: slots, racers: racers, deletes: deletes, raced: map[int]int{}, clients: make([]raceClient, clients)}
+}
+
+// The steps of a round: two adds, two finishes, the race, two partition
+// deletes (or lists).
+const (
+	raceFinish = 2
+	raceRace   = 4
+	raceEnd    = 5
+	raceSteps  = 7
+)
+
+// input is client b's next call; client b calls it from one goroutine.
+func (r *linRace) input(rnd *rand.Rand, b, _ int) linInput {
+	c := &r.clients[b]
+	if c.step == raceSteps {
+		c.round, c.step, c.updates = max(c.round+1, int(r.newest.Load())), 0, 0
+		for {
+			n := r.newest.Load()
+			if int64(c.round) <= n || r.newest.CompareAndSwap(n, int64(c.round)) {
+				break
+			}
+		}
+	}
+	// Offsets within the slots in use, so that lookups find them.
+	in := linInput{part: c.round, epoch: rs.LeaderEpoch(rnd.IntN(2)), offset: rnd.Int64N(int64((r.slots-1)/2*10 + 18))}
+	switch {
+	case c.step < raceFinish: // each client adds two of the segments, the clients between them all
+		in.kind, in.slot = linAdd, (b+c.step)%r.slots
+		c.step++
+	case c.step < raceRace:
+		in.kind, in.slot, in.to = linUpdate, (b+c.step)%r.slots, int8(rs.CopySegmentFinished)
+		c.step++
+	case c.step == raceRace:
+		c.updates++
+		if c.updates%(r.racers+1) == 0 {
+			in.kind, in.slot = []linKind{linList, linList, linLookup, linLookup, linHighest}[rnd.IntN(5)], 0
+			break
+		}
+		r.mu.Lock()
+		j := r.raced[c.round]
+		r.raced[c.round] = j + 1
+		r.mu.Unlock()
+		in.slot = j / (r.racers * len(r.clients))
+		if in.slot >= r.slots {
+			c.step = raceEnd
+			return r.input(rnd, b, 0)
+		}
+		in.kind, in.to = linUpdate, int8(rs.DeleteSegmentStarted)+int8(rnd.IntN(2))
+	case r.deletes && c.round%2 == 1 && c.round > 0:
+		// MARKED or STARTED, then STARTED or FINISHED: racing clients
+		// find the record in every state.
+		in.kind, in.part, in.to = linDelete, c.round-1, int8(c.step-raceEnd+rnd.IntN(2))
+		c.step++
+	default:
+		in.kind = linList
+		c.step++
+	}
+	return in
+}
