@@ -638,7 +638,7 @@ func (h *linHarness) check(dir string) (porcupine.CheckResult, string) {
 	parts := linPartitions(ops)
 	suspect := map[int]bool{}
 	for _, op := range ops {
-		if len(impossibleRefusals([]porcupine.Operation{op})) > 0 {
+		if impossibleRefusal(op) {
 			suspect[op.Input.(linInput).part] = true
 		}
 	}
@@ -716,30 +716,48 @@ func (h *linHarness) requireLinearizable() {
 	t.Logf("linearizability: %d operations on %d partitions by %d client ids in %v, %d failed writes that may have applied (%d failed calls left out: queries, and writes that certainly did not apply); checked in %v: %s; %v",
 		len(ops), nParts, h.clients, h.ran.Round(time.Millisecond), len(h.failed), h.notApplied, time.Since(start).Round(time.Millisecond), res, counts)
 	if res != porcupine.Ok {
-		impossible := impossibleRefusals(ops)
-		n := len(impossible)
-		if n > 5 {
-			impossible = append(impossible[:5], "…")
-		}
-		t.Fatalf("the history is not linearizable (%s); porcupine's visualisation: %s; refusals whose found state allows the transition they refused: %d\n%s",
-			res, path, n, strings.Join(impossible, "\n"))
+		n, report := impossibleRefusals(ops)
+		t.Fatalf("the history is not linearizable (%s); porcupine's visualisation: %s; refusals whose found state allows the transition they refused: %d %s",
+			res, path, n, report)
 	}
 }
 
-// impossibleRefusals lists the refused transitions whose found state allows
-// them: no order of the calls explains one (the store decided on a state
-// other than the one it reports).
-func impossibleRefusals(ops []porcupine.Operation) []string {
-	var out []string
+// impossibleRefusal reports whether op is a refused transition whose found
+// state allows it: no order of the calls explains one (the store decided on
+// a state other than the one it reports).
+func impossibleRefusal(op porcupine.Operation) bool {
+	in, o := op.Input.(linInput), op.Output.(linOutput)
+	switch {
+	case o.unknown:
+		return false
+	case in.kind == linUpdate && strings.HasPrefix(o.res, "invalid_transition:"):
+		return slices.Contains(linSegmentNext[o.found], in.to)
+	case in.kind == linDelete && strings.HasPrefix(o.res, "invalid_delete:"):
+		return slices.Contains(linDeleteNext[o.found], in.to)
+	}
+	return false
+}
+
+// impossibleRefusals describes the impossible refusals of ops: how many of
+// each kind, then the first few.
+func impossibleRefusals(ops []porcupine.Operation) (n int, report string) {
+	kinds := map[string]int{}
+	var first []string
 	for _, op := range ops {
+		if !impossibleRefusal(op) {
+			continue
+		}
+		n++
 		in, o := op.Input.(linInput), op.Output.(linOutput)
-		switch {
-		case o.unknown:
-		case in.kind == linUpdate && strings.HasPrefix(o.res, "invalid_transition:") && slices.Contains(linSegmentNext[o.found], in.to),
-			in.kind == linDelete && strings.HasPrefix(o.res, "invalid_delete:") && slices.Contains(linDeleteNext[o.found], in.to):
-			out = append(out, fmt.Sprintf("client %d: %s -> %s, called at %v, returned at %v", op.ClientId, in, o.res,
+		kind := fmt.Sprintf("update to %s -> %s", rs.RemoteLogSegmentState(in.to), o.res)
+		if in.kind == linDelete {
+			kind = fmt.Sprintf("partition delete to %s -> %s", rs.RemotePartitionDeleteState(in.to), o.res)
+		}
+		kinds[kind]++
+		if len(first) < 5 {
+			first = append(first, fmt.Sprintf("client %d: %s -> %s, called at %v, returned at %v", op.ClientId, in, o.res,
 				time.Duration(op.Call).Round(time.Microsecond), time.Duration(op.Return).Round(time.Microsecond)))
 		}
 	}
-	return out
+	return n, fmt.Sprintf("%v\n%s", kinds, strings.Join(first, "\n"))
 }

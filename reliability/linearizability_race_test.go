@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	rs "github.com/krabka/remotestorage"
 )
@@ -106,4 +108,32 @@ func (r *linRace) input(rnd *rand.Rand, b, _ int) linInput {
 		c.step++
 	}
 	return in
+}
+
+// raceHarness is a harness running the racing workload until stop closes.
+func raceHarness(t *testing.T, r *linRace) *linHarness {
+	h := newLinHarness(t, 1)
+	h.maxOps = 1 << 30
+	h.input = r.input
+	return h
+}
+
+// TestLinearizableRacingUpdates: eight clients on four managers, each with
+// its own pool (two with WithCache), race transitions of the same segments
+// for eight seconds.
+func TestLinearizableRacingUpdates(t *testing.T) {
+	dsn := sharedDatabase(t)
+	bs := brokers(t, dsn, 2, brokerConfig{maxConns: 2})
+	// The cached managers consume no partition: a cache hears of the other
+	// managers' writes later, by notification, so only the database's
+	// answers can be held to linearizability. Their writes still go through
+	// the cache's bookkeeping.
+	bs = append(bs, brokers(t, dsn, 2, brokerConfig{maxConns: 2, opts: []rs.Option{rs.WithCache()}})...)
+	managers := append(managersOf(bs), managersOf(bs)...)
+	h := raceHarness(t, newLinRace(len(managers), 4, 2, true))
+	stop := make(chan struct{})
+	timer := time.AfterFunc(8*time.Second, func() { close(stop) }) // the run's length
+	defer timer.Stop()
+	h.run(managers, stop)
+	h.requireLinearizable()
 }
