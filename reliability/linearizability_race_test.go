@@ -4,8 +4,11 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
 )
@@ -135,5 +138,39 @@ func TestLinearizableRacingUpdates(t *testing.T) {
 	timer := time.AfterFunc(8*time.Second, func() { close(stop) }) // the run's length
 	defer timer.Stop()
 	h.run(managers, stop)
+	h.requireLinearizable()
+}
+
+// TestLinearizableRacingUpdatesRlmmd: the racing workload through two
+// rlmmd processes on one database, eight clients, four on each, while one
+// rlmmd is killed (SIGKILL: calls in flight cut) and restarted on its port,
+// then the other frozen (SIGSTOP) for two seconds.
+func TestLinearizableRacingUpdatesRlmmd(t *testing.T) {
+	dsn := sharedDatabase(t)
+	daemons := []*rlmmdProcess{startRlmmd(t, "rlmmd-a", dsn), startRlmmd(t, "rlmmd-b", dsn)}
+	t.Logf("rlmmd built in %v", rlmmdBuild.took.Round(time.Millisecond))
+	managers := make([]rs.RemoteLogMetadataManager, 8)
+	for i := range managers {
+		managers[i] = rpcManager{dialRlmmd(t, daemons[i%2].addr)}
+	}
+	h := raceHarness(t, newLinRace(len(managers), 4, 2, true))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { h.run(managers, stop) })
+	stopped := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopped() // before the cleanups, should a fault fail the test
+
+	pause := func(d time.Duration) { time.Sleep(d) } // the fault script's own timing
+	pause(1500 * time.Millisecond)
+	killed := time.Now()
+	daemons[0].restartAfterKill()
+	t.Logf("%s killed and serving again after %v", daemons[0].name, time.Since(killed).Round(time.Millisecond))
+	pause(1500 * time.Millisecond)
+	daemons[1].signal(syscall.SIGSTOP)
+	pause(2 * time.Second)
+	daemons[1].signal(syscall.SIGCONT)
+	pause(2 * time.Second)
+	stopped()
+	require.NotEmpty(t, h.failed, "the faults failed no write")
 	h.requireLinearizable()
 }
