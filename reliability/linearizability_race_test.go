@@ -20,9 +20,9 @@ import (
 // few segments at the same moment. In each round, all clients work on one
 // fresh partition of a few segments: each adds some of them and finishes
 // some (COPY_SEGMENT_FINISHED); then they race: each update goes to the
-// segment that the round's updates so far have reached, as DELETE_SEGMENT_STARTED
-// or DELETE_SEGMENT_FINISHED, so all clients hit one segment at a time,
-// with a query now and then. So one writer's DELETE_SEGMENT_STARTED often
+// segment that the round's updates so far have reached, as
+// DELETE_SEGMENT_STARTED or DELETE_SEGMENT_FINISHED, so all clients hit one
+// segment at a time, with a query now and then. So one writer's DELETE_SEGMENT_STARTED often
 // commits while another's DELETE_SEGMENT_FINISHED waits for the partition's
 // lock: the store must decide the waiting one on the state the first left,
 // and report that state if it refuses. Every other round ends with
@@ -32,7 +32,10 @@ import (
 // the newest round any client has started, skipping those it fell behind
 // on, so the clients stay together without a barrier that a stalled client
 // would hold up. Every round has a partition of its own, so porcupine
-// checks each round apart and stays fast.
+// checks each round apart. The rounds are short, two segments: with eight
+// clients on one partition, the search for a linearization grows fast with
+// the partition's length (four segments a round made some partitions take
+// over a minute to check; two take under 0.1 s).
 
 // linRace chooses the calls of the racing workload (linHarness.input).
 type linRace struct {
@@ -133,7 +136,7 @@ func TestLinearizableRacingUpdates(t *testing.T) {
 	// the cache's bookkeeping.
 	bs = append(bs, brokers(t, dsn, 2, brokerConfig{maxConns: 2, opts: []rs.Option{rs.WithCache()}})...)
 	managers := append(managersOf(bs), managersOf(bs)...)
-	h := raceHarness(t, newLinRace(len(managers), 4, 2, true))
+	h := raceHarness(t, newLinRace(len(managers), 2, 2, true))
 	stop := make(chan struct{})
 	timer := time.AfterFunc(8*time.Second, func() { close(stop) }) // the run's length
 	defer timer.Stop()
@@ -153,7 +156,7 @@ func TestLinearizableRacingUpdatesRlmmd(t *testing.T) {
 	for i := range managers {
 		managers[i] = rpcManager{dialRlmmd(t, daemons[i%2].addr)}
 	}
-	h := raceHarness(t, newLinRace(len(managers), 4, 2, true))
+	h := raceHarness(t, newLinRace(len(managers), 2, 2, true))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { h.run(managers, stop) })
