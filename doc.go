@@ -9,8 +9,10 @@
 //
 //   - [PgManager] stores everything in PostgreSQL. Any number of managers, in
 //     any number of processes, may share one database. Every operation that
-//     succeeds is one round trip: one SQL statement, whose WHERE clause
-//     enforces the state machine.
+//     succeeds is one round trip (one SQL statement whose WHERE clause
+//     enforces the state machine), except a write that races another on the
+//     same partition and CaughtUp with a read replica
+//     (docs/ARCHITECTURE.md, "How a call flows").
 //   - [InMemoryManager] is the reference implementation, in memory.
 //
 // # Segment lifecycle

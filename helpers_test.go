@@ -160,15 +160,22 @@ func requireSameAnswers(t *testing.T, where string, want, got rs.Manager, tp rs.
 // newCountingPool opens a one-connection pool on dsn that counts statements.
 func newCountingPool(t *testing.T, dsn string) (*pgxpool.Pool, *rstest.StatementCounter) {
 	t.Helper()
+	counter := &rstest.StatementCounter{}
+	return newPoolCountedBy(t, dsn, counter), counter
+}
+
+// newPoolCountedBy returns a pool of one connection on dsn whose statements
+// counter counts, beside those of the pools it already counts.
+func newPoolCountedBy(t *testing.T, dsn string, counter *rstest.StatementCounter) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
-	counter := &rstest.StatementCounter{}
 	cfg.ConnConfig.Tracer = counter
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return pool, counter
+	return pool
 }
 
 // explain runs EXPLAIN (ANALYZE, BUFFERS) of q under plan_cache_mode, as

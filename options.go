@@ -58,9 +58,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithReadReplica sends queries (not writes) to replica, a hot standby of the
-// primary the manager's pool points at. CaughtUp(tp) then reads where the
-// primary's WAL is first, then how far the replica has replayed it, and is
-// true only when the replica has reached it.
+// primary the manager's pool points at. CaughtUp(tp) then reads what the
+// replica has of tp, then compares it with tp's committed writes on the
+// primary, and is true only when the replica has every one of them.
 func WithReadReplica(replica *pgxpool.Pool) Option {
 	return func(o *options) { o.readReplica = replica }
 }

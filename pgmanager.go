@@ -3,6 +3,8 @@ package remotestorage
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/jackc/pgerrcode"
@@ -17,8 +19,10 @@ import (
 
 // PgManager is a RemoteLogMetadataManager that keeps the metadata in
 // PostgreSQL. Any number of PgManagers, in any number of processes, may share
-// one database. Every operation that succeeds is one round trip: one SQL
-// statement whose WHERE clause enforces the state machine.
+// one database. Every operation that succeeds is one round trip (one SQL
+// statement whose WHERE clause enforces the state machine), except a write
+// that races another on the same partition and CaughtUp with a read replica
+// (docs/ARCHITECTURE.md, "How a call flows").
 type PgManager struct {
 	pool    *pgxpool.Pool // the primary: every write, and queries without a replica
 	reader  *pgxpool.Pool // where queries go: the replica, or pool
@@ -248,13 +252,25 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 			}
 		})
 	}
-	row, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.SegmentUpdateRow, error) {
+	update := func(ctx context.Context, tx db.DBTX) (db.SegmentUpdateRow, error) {
 		return m.queries.SegmentUpdate(ctx, tx, params)
-	}, func(row db.SegmentUpdateRow, err error) {
+	}
+	afterward := func(row db.SegmentUpdateRow, err error) {
 		if err == nil && row.UpdatedVersion >= 0 {
 			updated(row) // committed after the caller was answered
 		}
-	})
+	}
+	row, err := runStatement(ctx, m.pool, update, afterward)
+	for range maxRacedUpdateRetries {
+		if err != nil || !refusedBeforeTheLock(row, params.Allowed) {
+			break
+		}
+		// Another writer moved the segment, into a state this update may
+		// leave, after this statement's snapshot and before its lock: the
+		// statement decided on the state before (queries/segments.sql).
+		// The next statement's snapshot sees the move.
+		row, err = runStatement(ctx, m.pool, update, afterward)
+	}
 	switch {
 	case err != nil:
 		return ioError(ctx, err, "update segment %s to %s", u.SegmentID.ID, u.State)
@@ -263,8 +279,29 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 		return nil
 	case row.CurrentState < 0 || RemotePartitionDeleteState(row.DeleteState) == DeletePartitionFinished:
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
+	case refusedBeforeTheLock(row, params.Allowed):
+		return &sentinelError{sentinel: ErrIO, cause: errNotApplied,
+			detail: fmt.Sprintf("update segment %s to %s: other writers changed its state %d times while it waited", u.SegmentID.ID, u.State, maxRacedUpdateRetries+1)}
 	}
 	return segmentTransitionError(u.SegmentID.ID, RemoteLogSegmentState(row.CurrentState), u.State)
+}
+
+// maxRacedUpdateRetries bounds the statements an update runs again when
+// it was refused on a state its segment had left. Each such refusal means
+// that another writer changed the segment's state while the statement
+// waited, and a segment changes state at most three times (COPY_STARTED to
+// COPY_FINISHED to DELETE_STARTED to DELETE_FINISHED; the state guard
+// refuses any other move), so three is enough but for a segment id purged
+// and added again meanwhile.
+const maxRacedUpdateRetries = 3
+
+// refusedBeforeTheLock reports whether an update statement refused on the
+// state its snapshot saw, while the state it found after the partition's
+// lock would have let it through.
+func refusedBeforeTheLock(row db.SegmentUpdateRow, allowed []int16) bool {
+	return row.UpdatedVersion < 0 && row.CurrentState >= 0 &&
+		RemotePartitionDeleteState(row.DeleteState) != DeletePartitionFinished &&
+		slices.Contains(allowed, row.CurrentState)
 }
 
 // segmentFromUpdate is the segment as a successful update left it, from the
@@ -299,23 +336,23 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	tp := d.TopicIDPartition
 	from, fromNone := allowedPartitionDeleteFromStates(d.State)
 	allowed := stateCodes(from)
-	put := func(ctx context.Context, tx db.DBTX) (ownWrite, error) {
+	put := func(ctx context.Context, tx db.DBTX) (partitionDeleteRow, error) {
 		row, err := m.queries.PartitionDeleteUpdate(ctx, tx, db.PartitionDeleteUpdateParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
 			State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 			Allowed: allowed,
 		})
-		return ownWrite{order: row.DeleteVersion, xid: row.Xid}, err
+		return partitionDeleteRow(row), err
 	}
 	if fromNone {
 		allowed = append(allowed, int16(partitionDeleteNone))
-		put = func(ctx context.Context, tx db.DBTX) (ownWrite, error) {
+		put = func(ctx context.Context, tx db.DBTX) (partitionDeleteRow, error) {
 			row, err := m.queries.PartitionDeleteUpsert(ctx, tx, db.PartitionDeleteUpsertParams{
 				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Topic: tp.Topic,
 				State: int16(d.State), BrokerID: d.BrokerID, EventTimestampMs: d.EventTimestampMs,
 				Allowed: allowed,
 			})
-			return ownWrite{order: row.DeleteVersion, xid: row.Xid}, err
+			return partitionDeleteRow(row), err
 		}
 	}
 	stored := func(w ownWrite) {
@@ -325,20 +362,23 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 			}
 		})
 	}
-	w, err := runStatement(ctx, m.pool, put, func(w ownWrite, err error) {
-		if err == nil {
-			stored(w) // committed after the caller was answered
+	row, err := runStatement(ctx, m.pool, put, func(row partitionDeleteRow, err error) {
+		if err == nil && row.DeleteVersion >= 0 {
+			stored(row.ownWrite()) // committed after the caller was answered
 		}
 	})
-	if err == nil {
-		stored(w)
-		return nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case err != nil:
 		return ioError(ctx, err, "put partition delete %s for %s", d.State, tp)
+	case row.DeleteVersion >= 0:
+		stored(row.ownWrite())
+		return nil
+	case row.FoundState >= int16(partitionDeleteNone):
+		return partitionDeleteTransitionError(tp, RemotePartitionDeleteState(row.FoundState), d.State)
 	}
-	// Refused. A second round trip, on the failure path only, names the
-	// state the partition is in.
+	// Refused by a partition row that a concurrent first write created
+	// after the statement's snapshot: a second round trip, on this failure
+	// path only, names the state the partition is in.
 	current := partitionDeleteNone
 	p, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.RlmmPartition, error) {
 		return m.queries.PartitionGet(ctx, tx, db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
@@ -351,6 +391,17 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 	}
 	return partitionDeleteTransitionError(tp, current, d.State)
 }
+
+// partitionDeleteRow is what both partition-delete statements return: the
+// write's order (-1: refused), the state the lock found (-1: no record;
+// -2: a row the statement's snapshot did not see) and the transaction id.
+type partitionDeleteRow struct {
+	DeleteVersion int64
+	FoundState    int16
+	Xid           uint64
+}
+
+func (r partitionDeleteRow) ownWrite() ownWrite { return ownWrite{order: r.DeleteVersion, xid: r.Xid} }
 
 // RemoteLogSegmentMetadata returns the finished segment holding offset for
 // epoch, in one indexed statement.
@@ -429,12 +480,33 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 
 // CaughtUp reports whether a query that follows sees every write for tp
 // that the primary had committed when the call began. Reading from the
-// primary, that is true once the primary answers (one round trip). With a
-// replica, where the primary's WAL is is read first, then how far the
-// replica has replayed it: true when the replica has reached it. With the
-// cache, true when the cached partition holds every write committed since
-// the snapshot it last read in (one round trip); ErrNotReady while it
-// loads; false for a partition the manager does not consume.
+// primary, that is true once the primary answers (one round trip).
+//
+// With a replica, two round trips, the replica first. In one statement
+// (ReplicaSnapshot) the replica gives its snapshot, the transaction ids of
+// tp's segment rows that snapshot sees written between its xmin and its
+// xmax, tp's delete_version and the data's generation. Then the primary
+// (PartitionReplicaBehind) says whether tp has a segment row written by a
+// transaction that snapshot did not see (at or past its xmax, or between
+// xmin and xmax and not among those ids), another delete_version, rows
+// purged at or past its xmin, or another generation: true when none. Each
+// is a primary-key probe or a short range of the change feed's index,
+// whatever the partition's size. It is exact: a write to tp committed
+// before the call either had been replayed when the replica took its
+// snapshot, and every later query there sees it, or it left a row version
+// on the primary that the snapshot did not see (a write overwritten since
+// left one of a later write, which committed after it: a partition's
+// writes hold its row's lock in turn). A hot standby's snapshot lists no
+// running transaction (pg_current_snapshot() has an empty xip there), so
+// what it saw between xmin and xmax comes from tp's rows themselves.
+// Writes to other partitions change nothing of the answer, nor do
+// transactions running on the primary, except that after a purge of tp
+// the answer waits for the transactions older than the purge to end.
+//
+// With the cache, true when the cached partition holds every write
+// committed since the snapshot it last read in (one round trip);
+// ErrNotReady while it loads; false for a partition the manager does not
+// consume.
 func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
 	if m.cache != nil {
 		after, consumed, loaded := m.cache.cursor(tp)
@@ -460,18 +532,28 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 		m.cache.wake(tp) // a notification was missed or is in flight, or the data was reset
 		return false, nil
 	}
-	primary, err := runStatement(ctx, m.pool, m.queries.PrimaryPosition, nil)
-	if err != nil {
-		return false, ioError(ctx, err, "read the WAL position of the primary")
-	}
 	if m.reader == m.pool {
+		if _, err := runStatement(ctx, m.pool, m.queries.PrimaryPosition, nil); err != nil {
+			return false, ioError(ctx, err, "reach the primary")
+		}
 		return true, nil
 	}
-	replica, err := runStatement(ctx, m.reader, m.queries.ReplicaPosition, nil)
+	replica, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (db.ReplicaSnapshotRow, error) {
+		return m.queries.ReplicaSnapshot(ctx, tx, db.ReplicaSnapshotParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	}, nil)
 	if err != nil {
-		return false, ioError(ctx, err, "read the WAL position the replica has replayed")
+		return false, ioError(ctx, err, "read what the replica has of %s", tp)
 	}
-	return replica >= primary, nil
+	behind, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (bool, error) {
+		return m.queries.PartitionReplicaBehind(ctx, tx, db.PartitionReplicaBehindParams{
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Snapshot: replica.Snapshot, Seen: replica.Seen,
+			DeleteVersion: replica.DeleteVersion, Generation: replica.Generation,
+		})
+	}, nil)
+	if err != nil {
+		return false, ioError(ctx, err, "compare the replica's %s with the primary's", tp)
+	}
+	return !behind, nil
 }
 
 // RemoteLogSize is the sum of SegmentSizeInBytes over

@@ -62,6 +62,11 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 	pool, counter := newCountingPool(t, dsn)
 	m, err := rs.NewPgManager(ctx, pool)
 	require.NoError(t, err)
+	// A manager whose replica is another pool on the same database: its
+	// CaughtUp sends the replica's statement and the primary's.
+	onReplica, err := rs.NewPgManager(ctx, pool, rs.WithReadReplica(newPoolCountedBy(t, dsn, counter)))
+	require.NoError(t, err)
+	t.Cleanup(onReplica.Close)
 	// Two segments the writes work on, added through the manager.
 	fresh := segment(tp, epoch1Start+planEpoch1*100+1_000_000, epoch1Start+planEpoch1*100+1_000_099, map[rs.LeaderEpoch]int64{1: epoch1Start + planEpoch1*100 + 1_000_000})
 	require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, fresh))
@@ -144,6 +149,13 @@ func measurePlans(t *testing.T, state plancheck.State, scale int) map[string]pla
 		}},
 		{name: "epoch end offset", run: func() error { return expectFound(m.EpochEndOffset(ctx, tp, 1)) }},
 		{name: "caught up", run: func() error { _, err := m.CaughtUp(ctx, tp); return err }},
+		{name: "caught up on a replica", run: func() error {
+			ok, err := onReplica.CaughtUp(ctx, tp)
+			if err == nil && !ok {
+				return errors.New("a replica that is the primary is behind")
+			}
+			return err
+		}},
 		{name: "partition delete marked", run: func() error {
 			return m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{TopicIDPartition: deleteTP, State: rs.DeletePartitionMarked})
 		}},
@@ -430,8 +442,8 @@ func TestKafkaQueriesPlans(t *testing.T) {
 	}
 }
 
-// TestStatementsKeepTheirGenericPlans runs every read of the API, an add and
-// a finish ten times on one connection of a vacuumed and analyzed database,
+// TestStatementsKeepTheirGenericPlans runs every read of the API, a
+// replica's CaughtUp, an add and a finish ten times on one connection of a vacuumed and analyzed database,
 // and requires that the server then runs each on its generic plan. When the
 // planner costs a statement's generic plan well above the plans made for its
 // arguments, it plans the statement anew on every call, which costs 0.1 to
@@ -447,8 +459,15 @@ func TestStatementsKeepTheirGenericPlans(t *testing.T) {
 	require.NoError(t, err)
 	m, err := rs.NewPgManager(ctx, pool)
 	require.NoError(t, err)
+	// CaughtUp with a replica: another pool on the same database.
+	replica := newPool(t, dsn, 1, false)
+	onReplica, err := rs.NewPgManager(ctx, pool, rs.WithReadReplica(replica))
+	require.NoError(t, err)
+	t.Cleanup(onReplica.Close)
 	for i := range int64(10) {
-		_, _, err := m.RemoteLogSegmentMetadata(ctx, tp, 3, 100*i+50)
+		_, err := onReplica.CaughtUp(ctx, tp)
+		require.NoError(t, err)
+		_, _, err = m.RemoteLogSegmentMetadata(ctx, tp, 3, 100*i+50)
 		require.NoError(t, err)
 		_, _, err = m.RemoteLogSegmentMetadata(ctx, tp, 3, 100*i+95) // a miss in a gap
 		require.NoError(t, err)
@@ -468,23 +487,24 @@ func TestStatementsKeepTheirGenericPlans(t *testing.T) {
 		require.NoError(t, m.AddRemoteLogSegmentMetadata(ctx, s))
 		require.NoError(t, m.UpdateRemoteLogSegmentMetadata(ctx, update(s, rs.CopySegmentFinished)))
 	}
-	rows, err := pool.Query(ctx, `SELECT substring(statement from '-- name: (\w+)'), generic_plans, custom_plans
-		FROM pg_prepared_statements WHERE statement LIKE '-- name: %' ORDER BY 1`)
-	require.NoError(t, err)
-	defer rows.Close()
 	var replanned []string
 	seen := 0
-	for rows.Next() {
-		var name string
-		var generic, custom int64
-		require.NoError(t, rows.Scan(&name, &generic, &custom))
-		t.Logf("%-28s generic plans %3d, custom plans %3d", name, generic, custom)
-		seen++
-		if generic == 0 {
-			replanned = append(replanned, name)
+	for _, p := range []*pgxpool.Pool{pool, replica} {
+		rows, err := p.Query(ctx, `SELECT substring(statement from '-- name: (\w+)'), generic_plans, custom_plans
+			FROM pg_prepared_statements WHERE statement LIKE '-- name: %' ORDER BY 1`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var name string
+			var generic, custom int64
+			require.NoError(t, rows.Scan(&name, &generic, &custom))
+			t.Logf("%-28s generic plans %3d, custom plans %3d", name, generic, custom)
+			seen++
+			if generic == 0 {
+				replanned = append(replanned, name)
+			}
 		}
+		require.NoError(t, rows.Err())
 	}
-	require.NoError(t, rows.Err())
-	require.GreaterOrEqual(t, seen, 9, "the prepared statements of the reads, the add and the finish")
+	require.GreaterOrEqual(t, seen, 11, "the prepared statements of the reads, the add, the finish and a replica's CaughtUp")
 	require.Empty(t, replanned, "statements planned anew on every call")
 }

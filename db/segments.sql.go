@@ -871,6 +871,17 @@ type SegmentUpdateRow struct {
 // the lock, so they are what a racing writer left, not what this
 // statement's snapshot saw. On success the segment's new row comes back,
 // so a cache can apply the write without reading it again.
+//
+// The state filter is decided on the newest row only when the row passes
+// it as the snapshot saw it: PostgreSQL then rechecks the newest version
+// (a writer that committed while this one waited, and left a state not in
+// @allowed, makes it refuse). A row whose snapshot state fails the filter
+// is skipped without a recheck, although the writer that committed while
+// this one waited may have left it in an allowed state. current_state
+// shows that case: a refusal whose current_state is in @allowed was not
+// decided on the state after the lock, and the manager runs the statement
+// again (pgmanager.go). Each such refusal means the segment's state
+// changed in between, which happens at most three times in its life.
 func (q *Queries) SegmentUpdate(ctx context.Context, db DBTX, arg SegmentUpdateParams) (SegmentUpdateRow, error) {
 	row := db.QueryRow(ctx, segmentUpdate,
 		arg.SegmentID,

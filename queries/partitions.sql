@@ -1,13 +1,63 @@
 -- name: PrimaryPosition :one
--- Where the primary's WAL is: every transaction that had committed when
--- this statement began is below it. CaughtUp's round trip to the primary.
+-- Where the primary's WAL is. CaughtUp's round trip when the manager reads
+-- from the primary: the answer shows that the store answers, and nothing
+-- compares the position (a replica's CaughtUp reads ReplicaSnapshot and
+-- PartitionReplicaBehind).
 SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint AS position;
 
--- name: ReplicaPosition :one
--- How far a hot standby has replayed the primary's WAL (a server that is
--- not in recovery: where its own WAL is). CaughtUp's read on a replica.
-SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END
-        - '0/0'::pg_lsn)::bigint AS position;
+-- name: ReplicaSnapshot :one
+-- CaughtUp's read on a replica (WithReadReplica), before the primary's, in
+-- one statement (one snapshot): the snapshot; the transaction ids of tp's
+-- segment rows it sees written between its xmin and its xmax (usually
+-- none); tp's delete_version (0: no row) and the data's generation.
+-- PartitionReplicaBehind compares them with the primary's. Every
+-- transaction below the xmin had ended when the snapshot was taken (on a
+-- hot standby: its commit or abort replayed), and none at or past the xmax
+-- had committed. Between the two, a hot standby's pg_current_snapshot()
+-- lists no running transaction (in recovery PostgreSQL keeps them all with
+-- the subtransactions, which it does not export): so what the snapshot saw
+-- there is read from the rows themselves. One primary-key probe and one
+-- range of rlmm_segments_changes_idx: the writes to tp since the oldest
+-- transaction running then began. As text: see PartitionsBehind.
+SELECT snap.snapshot::text AS snapshot,
+    coalesce((SELECT array_agg(DISTINCT s.last_xid::text) FROM rlmm_segments s
+              WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+                AND s.last_xid >= pg_snapshot_xmin(snap.snapshot) AND s.last_xid < pg_snapshot_xmax(snap.snapshot)),
+             '{}')::text[] AS seen,
+    coalesce((SELECT p.delete_version FROM rlmm_partitions p
+              WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer), 0)::bigint AS delete_version,
+    (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g)::bigint AS generation
+FROM (SELECT pg_current_snapshot() AS snapshot) AS snap;
+
+-- name: PartitionReplicaBehind :one
+-- CaughtUp's read on the primary, after ReplicaSnapshot on the replica:
+-- whether tp has a write committed here that the replica's @snapshot did
+-- not see. That is a segment row of tp whose last_xid is at or past the
+-- snapshot's xmax, or between its xmin and xmax and not one of those it
+-- saw (@seen): a write the replica had not replayed (a write overwritten
+-- since left a later one in its place, which the snapshot did not see
+-- either: a partition's writes commit in the order of its row's lock);
+-- another delete_version (a partition-delete write); rows purged whose last
+-- write the snapshot may not have seen (vanished_xid at or past its xmin,
+-- as PartitionsBehind); or another generation (rlmm_resync(), which a DBA
+-- runs after raw DML). One primary-key probe and two descents of
+-- rlmm_segments_changes_idx, as PartitionsBehind, the second reading the
+-- rows between xmin and xmax until one not seen.
+SELECT (coalesce(p.delete_version, 0) <> @delete_version::bigint
+     OR coalesce(p.vanished_xid >= pg_snapshot_xmin((@snapshot::text)::pg_snapshot), false)
+     OR (SELECT coalesce(max(g.generation), 0) FROM rlmm_data_generation g) <> @generation::bigint
+     OR (SELECT s.last_xid FROM rlmm_segments s
+         WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+           AND s.last_xid >= pg_snapshot_xmax((@snapshot::text)::pg_snapshot)
+         ORDER BY s.last_xid LIMIT 1) IS NOT NULL
+     OR (SELECT s.last_xid FROM rlmm_segments s
+         WHERE s.topic_id = @topic_id::uuid AND s.partition = @partition::integer
+           AND s.last_xid >= pg_snapshot_xmin((@snapshot::text)::pg_snapshot)
+           AND s.last_xid < pg_snapshot_xmax((@snapshot::text)::pg_snapshot)
+           AND s.last_xid <> ALL((@seen::text[])::xid8[])
+         ORDER BY s.last_xid LIMIT 1) IS NOT NULL)::boolean AS behind
+FROM (SELECT 1) AS one
+LEFT JOIN rlmm_partitions p ON p.topic_id = @topic_id::uuid AND p.partition = @partition::integer;
 
 -- name: PartitionCacheCheck :one
 -- What CaughtUp of a cached partition compares, in one snapshot: the
@@ -54,46 +104,62 @@ WHERE topic_id = @topic_id::uuid AND partition = @partition::integer;
 -- stored states it may come from, -1 standing for "no record". The row is
 -- locked FOR UPDATE first, so that the segments' writes in flight commit
 -- before it and those that follow see the change; the write order is taken
--- under that lock. No row back: refused.
+-- under that lock. ON CONFLICT decides on the newest row, the one locked.
+-- delete_version is -1 when refused; found_state is then the state the
+-- lock found (-1: no record), or -2 when this statement's snapshot did not
+-- see the row, which a concurrent first write created.
 WITH locked AS MATERIALIZED (
-    SELECT p.topic_id FROM rlmm_partitions p
+    SELECT p.delete_state FROM rlmm_partitions p
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
     FOR UPDATE
 ), write_order AS MATERIALIZED (
     SELECT nextval('rlmm_versions') AS version FROM (SELECT count(*) FROM locked) AS after_the_lock
+), upserted AS (
+    INSERT INTO rlmm_partitions AS p
+        (topic_id, partition, topic, delete_version, delete_state, delete_broker_id, delete_event_timestamp_ms)
+    SELECT @topic_id::uuid, @partition::integer, @topic::text, w.version, @state::smallint, @broker_id::integer, @event_timestamp_ms::bigint
+    FROM write_order w
+    ON CONFLICT (topic_id, partition) DO UPDATE
+    SET delete_version = excluded.delete_version,
+        delete_state = excluded.delete_state,
+        delete_broker_id = excluded.delete_broker_id,
+        delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
+        updated_at = now()
+    WHERE coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
+    RETURNING p.delete_version
 )
-INSERT INTO rlmm_partitions AS p
-    (topic_id, partition, topic, delete_version, delete_state, delete_broker_id, delete_event_timestamp_ms)
-SELECT @topic_id::uuid, @partition::integer, @topic::text, w.version, @state::smallint, @broker_id::integer, @event_timestamp_ms::bigint
-FROM write_order w
-ON CONFLICT (topic_id, partition) DO UPDATE
-SET delete_version = excluded.delete_version,
-    delete_state = excluded.delete_state,
-    delete_broker_id = excluded.delete_broker_id,
-    delete_event_timestamp_ms = excluded.delete_event_timestamp_ms,
-    updated_at = now()
-WHERE coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
-RETURNING p.delete_version, pg_current_xact_id() AS xid;
+SELECT coalesce((SELECT u.delete_version FROM upserted u), -1)::bigint AS delete_version,
+    coalesce((SELECT coalesce(l.delete_state, -1) FROM locked l), -2)::smallint AS found_state,
+    pg_current_xact_id() AS xid;
 
 -- name: PartitionDeleteUpdate :one
 -- A partition-delete transition that needs an existing record in one of
--- the @allowed states, under the lock PartitionDeleteUpsert takes.
+-- the @allowed states, under the lock PartitionDeleteUpsert takes. The lock
+-- reads the newest row, whatever this statement's snapshot saw, and the
+-- UPDATE is decided on the state it found: a writer that moved the record
+-- while this one waited is seen. (Filtering the locked read on the state
+-- would test the snapshot's row, and skip it without waiting.)
+-- delete_version is -1 when refused; found_state then says in which state
+-- the lock found the record (-1: none, or no partition row).
 WITH locked AS MATERIALIZED (
-    SELECT p.topic_id FROM rlmm_partitions p
+    SELECT p.delete_state FROM rlmm_partitions p
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-      AND coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
     FOR UPDATE
+), updated AS (
+    UPDATE rlmm_partitions AS p
+    SET delete_version = nextval('rlmm_versions'),
+        delete_state = @state::smallint,
+        delete_broker_id = @broker_id::integer,
+        delete_event_timestamp_ms = @event_timestamp_ms::bigint,
+        updated_at = now()
+    FROM locked l
+    WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
+      AND coalesce(l.delete_state, -1) = ANY(@allowed::smallint[])
+    RETURNING p.delete_version
 )
-UPDATE rlmm_partitions AS p
-SET delete_version = nextval('rlmm_versions'),
-    delete_state = @state::smallint,
-    delete_broker_id = @broker_id::integer,
-    delete_event_timestamp_ms = @event_timestamp_ms::bigint,
-    updated_at = now()
-FROM locked
-WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer
-  AND coalesce(p.delete_state, -1) = ANY(@allowed::smallint[])
-RETURNING p.delete_version, pg_current_xact_id() AS xid;
+SELECT coalesce((SELECT u.delete_version FROM updated u), -1)::bigint AS delete_version,
+    coalesce((SELECT l.delete_state FROM locked l), -1)::smallint AS found_state,
+    pg_current_xact_id() AS xid;
 
 -- name: PartitionsBehind :many
 -- For each of several cached partitions, given the snapshot its cache last
