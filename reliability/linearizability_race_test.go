@@ -82,7 +82,7 @@ func (r *linRace) input(rnd *rand.Rand, b, _ int) linInput {
 	// Offsets within the slots in use, so that lookups find them.
 	in := linInput{part: c.round, epoch: rs.LeaderEpoch(rnd.IntN(2)), offset: rnd.Int64N(int64((r.slots-1)/2*10 + 18))}
 	switch {
-	case c.step < raceFinish: // each client adds two of the segments, the clients between them all
+	case c.step < raceFinish: // two adds and two finishes each: the clients between them cover every segment
 		in.kind, in.slot = linAdd, (b+c.step)%r.slots
 		c.step++
 	case c.step < raceRace:
