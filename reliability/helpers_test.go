@@ -90,7 +90,8 @@ type broker struct {
 
 type brokerConfig struct {
 	maxConns int32
-	plain    bool // no ConfigurePool: pgxpool's defaults, for comparison
+	plain    bool        // no ConfigurePool: pgxpool's defaults, for comparison
+	opts     []rs.Option // of the manager
 }
 
 func newBroker(t *testing.T, dsn string, bc brokerConfig) *broker {
@@ -114,7 +115,7 @@ func newBroker(t *testing.T, dsn string, bc brokerConfig) *broker {
 	t.Cleanup(pool.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 	defer cancel()
-	m, err := rs.NewPgManager(ctx, pool)
+	m, err := rs.NewPgManager(ctx, pool, bc.opts...)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	return &broker{pool: pool, m: m, dials: dials}

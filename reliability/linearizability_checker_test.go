@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +34,10 @@ import (
 // taken effect, at any instant after it was made: the model lets it do
 // either, and its return time is set to the end of the history. The client
 // that made it continues under a new client id, so that no client has two
-// calls in flight in the history.
+// calls in flight in the history. A refused transition's answer names the
+// state the store found, and the model accepts the refusal only at an
+// instant when the segment or partition was in that state and the
+// transition was not allowed from it.
 //
 // Each partition has linSlots possible segments with fixed offsets and
 // epochs, chosen so that lookups often have to break ties: slots 2j and
@@ -103,10 +108,17 @@ func (in linInput) String() string {
 }
 
 // linOutput is a call's answer: "ok" or the refusal of a write, the encoded
-// answer of a query; unknown when the call failed with a store error.
+// answer of a query; unknown when the call failed with a store error. A
+// refused transition carries the state it found ("invalid_transition:" and
+// the segment state, "invalid_delete:" and the delete state or "none"), so
+// that a refusal is linearized only at an instant when the segment or
+// partition was in that state: without it, a refusal that overlaps the
+// write that made the transition valid could always be placed before that
+// write.
 type linOutput struct {
 	unknown bool
 	res     string
+	found   int8 // the found state of a refused transition, as in linState
 }
 
 // linState is one partition's state, comparable so that porcupine can cache
@@ -142,6 +154,19 @@ func (s linState) String() string {
 var linSegmentNext = map[int8][]int8{0: {1, 2}, 1: {1, 2}, 2: {2, 3}, 3: {3}}
 var linDeleteNext = map[int8][]int8{-1: {0}, 0: {0, 1}, 1: {1, 2}, 2: {2}}
 
+// linRefusedUpdate and linRefusedDelete encode a refusal that found the
+// segment, or the partition's delete record (-1: none), in state found.
+func linRefusedUpdate(found int8) string {
+	return "invalid_transition:" + rs.RemoteLogSegmentState(found).String()
+}
+
+func linRefusedDelete(found int8) string {
+	if found < 0 {
+		return "invalid_delete:none"
+	}
+	return "invalid_delete:" + rs.RemotePartitionDeleteState(found).String()
+}
+
 // linApply is the sequential specification: the answer to in in state s, and
 // the state after it.
 func linApply(s linState, in linInput) (string, linState) {
@@ -160,7 +185,7 @@ func linApply(s linState, in linInput) (string, linState) {
 			return "not_found", s
 		}
 		if !slices.Contains(linSegmentNext[from], in.to) {
-			return "invalid_transition", s
+			return linRefusedUpdate(from), s
 		}
 		s.seg[in.slot] = in.to
 		if in.to == 1 && s.finOrd[in.slot] == 0 {
@@ -170,7 +195,7 @@ func linApply(s linState, in linInput) (string, linState) {
 		return "ok", s
 	case linDelete:
 		if !slices.Contains(linDeleteNext[s.del], in.to) {
-			return "invalid_delete", s
+			return linRefusedDelete(s.del), s
 		}
 		s.del = in.to
 		return "ok", s
@@ -228,22 +253,25 @@ func linApply(s linState, in linInput) (string, linState) {
 	}
 }
 
+// linPartitions splits a history by partition, in partition order.
+func linPartitions(history []porcupine.Operation) [][]porcupine.Operation {
+	byPart := map[int][]porcupine.Operation{}
+	for _, op := range history {
+		p := op.Input.(linInput).part
+		byPart[p] = append(byPart[p], op)
+	}
+	var out [][]porcupine.Operation
+	for _, p := range slices.Sorted(maps.Keys(byPart)) {
+		out = append(out, byPart[p])
+	}
+	return out
+}
+
 // linModel is the specification for porcupine, partitioned by partition.
 // A failed write (unknown outcome) may leave the state as it was or apply.
 var linModel = (&porcupine.NondeterministicModel{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byPart := map[int][]porcupine.Operation{}
-		for _, op := range history {
-			p := op.Input.(linInput).part
-			byPart[p] = append(byPart[p], op)
-		}
-		var out [][]porcupine.Operation
-		for _, p := range slices.Sorted(maps.Keys(byPart)) {
-			out = append(out, byPart[p])
-		}
-		return out
-	},
-	Init: func() []any { return []any{linInit()} },
+	Partition: linPartitions,
+	Init:      func() []any { return []any{linInit()} },
 	Step: func(state, input, output any) []any {
 		s, in, out := state.(linState), input.(linInput), output.(linOutput)
 		want, next := linApply(s, in)
@@ -279,6 +307,8 @@ type linHarness struct {
 	perGroup int           // partitions per group
 	deletes  bool          // partition deletes in the last fifth of each group's calls
 	rootSeed uint64
+	// input, when set, chooses client b's call i instead of randomInput.
+	input func(rnd *rand.Rand, b, i int) linInput
 
 	mu         sync.Mutex
 	parts      []rs.TopicIDPartition
@@ -289,6 +319,7 @@ type linHarness struct {
 	notApplied int   // failed calls left out: queries, writes that certainly did not apply
 	clients    int
 	problems   []string
+	ran        time.Duration // how long run took
 }
 
 func newLinHarness(t *testing.T, perGroup int) *linHarness {
@@ -337,6 +368,7 @@ func (h *linHarness) run(managers []rs.RemoteLogMetadataManager, stop <-chan str
 		wg.Go(func() { h.client(b, m, stop) })
 	}
 	wg.Wait()
+	h.ran = time.Since(h.t0)
 }
 
 func (h *linHarness) client(b int, m rs.RemoteLogMetadataManager, stop <-chan struct{}) {
@@ -349,10 +381,13 @@ func (h *linHarness) client(b int, m rs.RemoteLogMetadataManager, stop <-chan st
 		default:
 		}
 		in := h.randomInput(rnd, i)
+		if h.input != nil {
+			in = h.input(rnd, b, i)
+		}
 		call := h.now()
 		out, err := h.do(b, m, in)
 		ret := h.now()
-		if out.unknown && (in.kind >= linList || !rs.OutcomeUnknown(err)) {
+		if out.unknown && (in.kind >= linList || !outcomeUnknown(err)) {
 			// A failed query says nothing, and neither does a write that
 			// certainly did not apply. Had it applied after all, the
 			// answers of later calls would show an effect without a cause.
@@ -416,6 +451,7 @@ func (h *linHarness) do(b int, m rs.RemoteLogMetadataManager, in linInput) (linO
 	id := ids[in.slot]
 	var err error
 	var res string
+	var foundState int8 // of a refused transition
 	switch in.kind {
 	case linAdd:
 		start, end, epochs := linSlot(in.slot)
@@ -429,14 +465,30 @@ func (h *linHarness) do(b int, m rs.RemoteLogMetadataManager, in linInput) (linO
 			SegmentID: id, State: rs.RemoteLogSegmentState(in.to), BrokerID: int32(b), EventTimestampMs: time.Now().UnixMilli(),
 		})
 		res = writeResult(err, rs.ErrSegmentNotFound, "not_found")
-		if res == "" {
-			res = writeResult(err, rs.ErrInvalidSegmentTransition, "invalid_transition")
+		if res == "" && writeResult(err, rs.ErrInvalidSegmentTransition, "refused") != "" {
+			st, ok := segmentStateFound(err)
+			if !ok {
+				h.problem("%s was refused without the state it found: %v", in, err)
+			}
+			foundState = int8(st)
+			res = linRefusedUpdate(foundState)
 		}
 	case linDelete:
 		err = m.PutRemotePartitionDeleteMetadata(ctx, rs.RemotePartitionDeleteMetadata{
 			TopicIDPartition: tp, State: rs.RemotePartitionDeleteState(in.to), BrokerID: int32(b), EventTimestampMs: time.Now().UnixMilli(),
 		})
-		res = writeResult(err, rs.ErrInvalidPartitionDeleteTransition, "invalid_delete")
+		res = writeResult(err, rs.ErrInvalidPartitionDeleteTransition, "refused")
+		if res == "refused" {
+			st, hasRecord, ok := partitionDeleteStateFound(err)
+			if !ok {
+				h.problem("%s was refused without the state it found: %v", in, err)
+			}
+			foundState = int8(st)
+			if !hasRecord {
+				foundState = -1
+			}
+			res = linRefusedDelete(foundState)
+		}
 	case linList:
 		var list []rs.RemoteLogSegmentMetadata
 		list, err = m.ListRemoteLogSegments(ctx, tp)
@@ -466,7 +518,7 @@ func (h *linHarness) do(b int, m rs.RemoteLogMetadataManager, in linInput) (linO
 		}
 	}
 	if err == nil || res != "" && in.kind < linList {
-		return linOutput{res: res}, nil
+		return linOutput{res: res, found: foundState}, nil
 	}
 	if !errors.Is(err, rs.ErrIO) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		h.problem("%s failed with %v, which no order of calls explains", in, err)
@@ -491,6 +543,48 @@ func writeResult(err, sentinel error, name string) string {
 		return name
 	}
 	return ""
+}
+
+// reportedError is an error of a manager outside the library (the gRPC
+// client, a deliberately wrong manager): the sentinel it matches, and what
+// the library's own error would tell SegmentStateFound,
+// PartitionDeleteStateFound and OutcomeUnknown.
+type reportedError struct {
+	msg            string
+	sentinel       error
+	outcomeUnknown bool
+	segment        rs.RemoteLogSegmentState
+	segmentFound   bool
+	deleteState    rs.RemotePartitionDeleteState
+	deleteRecord   bool // the partition had a delete record
+	deleteFound    bool
+}
+
+func (e *reportedError) Error() string { return e.msg }
+func (e *reportedError) Unwrap() error { return e.sentinel }
+
+func segmentStateFound(err error) (rs.RemoteLogSegmentState, bool) {
+	var e *reportedError
+	if errors.As(err, &e) {
+		return e.segment, e.segmentFound
+	}
+	return rs.SegmentStateFound(err)
+}
+
+func partitionDeleteStateFound(err error) (state rs.RemotePartitionDeleteState, hasRecord, ok bool) {
+	var e *reportedError
+	if errors.As(err, &e) {
+		return e.deleteState, e.deleteRecord, e.deleteFound
+	}
+	return rs.PartitionDeleteStateFound(err)
+}
+
+func outcomeUnknown(err error) bool {
+	var e *reportedError
+	if errors.As(err, &e) {
+		return e.outcomeUnknown
+	}
+	return rs.OutcomeUnknown(err)
 }
 
 // checkSegment returns the slot of a returned segment and records a problem
@@ -532,20 +626,78 @@ func (h *linHarness) history() []porcupine.Operation {
 	return ops
 }
 
-// check runs porcupine over the history. Unless it is linearizable, it
-// writes the visualisation to a file and returns its path.
+// check runs porcupine over the history, a partition at a time, and stops
+// at the first partition that is not linearizable. Proving that takes an
+// exhaustive search, which on a partition of a hundred racing calls took
+// from a millisecond to over a minute: so the partitions holding a refusal
+// whose found state allows its transition (impossibleRefusal), which cannot
+// be linearizable, are tried first, smallest first, a few seconds each,
+// until one is proven. The others are checked on every core; a
+// linearizable partition takes milliseconds. Unless the history is
+// linearizable, check writes the visualisation of the failing partition to
+// a file and returns its path.
 func (h *linHarness) check(dir string) (porcupine.CheckResult, string) {
-	ops := h.history()
-	res, info := porcupine.CheckOperationsVerbose(linModel, ops, time.Minute)
+	var suspects, others [][]porcupine.Operation
+	for _, part := range linPartitions(h.history()) {
+		if slices.ContainsFunc(part, impossibleRefusal) {
+			suspects = append(suspects, part)
+		} else {
+			others = append(others, part)
+		}
+	}
+	slices.SortStableFunc(suspects, func(a, b []porcupine.Operation) int { return len(a) - len(b) })
+	var bad []porcupine.Operation
+	res := porcupine.Ok
+	deadline := time.Now().Add(30 * time.Second)
+	for _, part := range suspects {
+		if res = porcupine.CheckOperationsTimeout(linModel, part, 3*time.Second); res == porcupine.Illegal || time.Now().After(deadline) {
+			bad = part
+			break
+		}
+	}
+	if len(suspects) > 0 && bad == nil {
+		bad = suspects[0] // none proven in time: Unknown
+	}
+	if bad == nil {
+		bad, res = checkAll(others)
+	}
 	if res == porcupine.Ok {
 		return res, ""
 	}
+	_, info := porcupine.CheckOperationsVerbose(linModel, bad, time.Minute)
 	name := regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(h.t.Name(), "-")
-	path := filepath.Join(dir, fmt.Sprintf("porcupine-%s-%d.html", name, time.Now().UnixNano()))
+	path := filepath.Join(dir, fmt.Sprintf("porcupine-%s-p%d-%d.html", name, bad[0].Input.(linInput).part, time.Now().UnixNano()))
 	if err := porcupine.VisualizePath(linModel, info, path); err != nil {
 		h.t.Errorf("writing the visualisation: %v", err)
 	}
 	return res, path
+}
+
+// checkAll checks the partitions on every core until one is not
+// linearizable, and returns that one and its result.
+func checkAll(parts [][]porcupine.Operation) ([]porcupine.Operation, porcupine.CheckResult) {
+	var next atomic.Int64
+	var failed atomic.Bool
+	var mu sync.Mutex
+	var bad []porcupine.Operation
+	res := porcupine.Ok
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(parts) && !failed.Load(); i = int(next.Add(1) - 1) {
+				if r := porcupine.CheckOperationsTimeout(linModel, parts[i], time.Minute); r != porcupine.Ok {
+					mu.Lock()
+					if bad == nil {
+						bad, res = parts[i], r
+					}
+					mu.Unlock()
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return bad, res
 }
 
 // requireLinearizable fails the test unless the history is linearizable,
@@ -573,9 +725,51 @@ func (h *linHarness) requireLinearizable() {
 	}
 	start := time.Now()
 	res, path := h.check(os.TempDir())
-	t.Logf("linearizability: %d operations on %d partitions by %d client ids, %d failed writes that may have applied (%d failed calls left out: queries, and writes that certainly did not apply); checked in %v: %s; %v",
-		len(ops), nParts, h.clients, len(h.failed), h.notApplied, time.Since(start).Round(time.Millisecond), res, counts)
+	t.Logf("linearizability: %d operations on %d partitions by %d client ids in %v, %d failed writes that may have applied (%d failed calls left out: queries, and writes that certainly did not apply); checked in %v: %s; %v",
+		len(ops), nParts, h.clients, h.ran.Round(time.Millisecond), len(h.failed), h.notApplied, time.Since(start).Round(time.Millisecond), res, counts)
 	if res != porcupine.Ok {
-		t.Fatalf("the history is not linearizable (%s); porcupine's visualisation: %s", res, path)
+		n, report := impossibleRefusals(ops)
+		t.Fatalf("the history is not linearizable (%s); porcupine's visualisation: %s; refusals whose found state allows the transition they refused: %d %s",
+			res, path, n, report)
 	}
+}
+
+// impossibleRefusal reports whether op is a refused transition whose found
+// state allows it: no order of the calls explains one (the store decided on
+// a state other than the one it reports).
+func impossibleRefusal(op porcupine.Operation) bool {
+	in, o := op.Input.(linInput), op.Output.(linOutput)
+	switch {
+	case o.unknown:
+		return false
+	case in.kind == linUpdate && strings.HasPrefix(o.res, "invalid_transition:"):
+		return slices.Contains(linSegmentNext[o.found], in.to)
+	case in.kind == linDelete && strings.HasPrefix(o.res, "invalid_delete:"):
+		return slices.Contains(linDeleteNext[o.found], in.to)
+	}
+	return false
+}
+
+// impossibleRefusals describes the impossible refusals of ops: how many of
+// each kind, then the first few.
+func impossibleRefusals(ops []porcupine.Operation) (n int, report string) {
+	kinds := map[string]int{}
+	var first []string
+	for _, op := range ops {
+		if !impossibleRefusal(op) {
+			continue
+		}
+		n++
+		in, o := op.Input.(linInput), op.Output.(linOutput)
+		kind := fmt.Sprintf("update to %s -> %s", rs.RemoteLogSegmentState(in.to), o.res)
+		if in.kind == linDelete {
+			kind = fmt.Sprintf("partition delete to %s -> %s", rs.RemotePartitionDeleteState(in.to), o.res)
+		}
+		kinds[kind]++
+		if len(first) < 5 {
+			first = append(first, fmt.Sprintf("client %d: %s -> %s, called at %v, returned at %v", op.ClientId, in, o.res,
+				time.Duration(op.Call).Round(time.Microsecond), time.Duration(op.Return).Round(time.Microsecond)))
+		}
+	}
+	return n, fmt.Sprintf("%v\n%s", kinds, strings.Join(first, "\n"))
 }

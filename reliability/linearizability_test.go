@@ -3,12 +3,15 @@ package reliability_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -87,6 +90,11 @@ func TestLinearizabilityCheckerCatchesBugs(t *testing.T) {
 		"stale-list": func(m *rs.InMemoryManager) rs.RemoteLogMetadataManager {
 			return &staleList{InMemoryManager: m, cache: map[rs.TopicIDPartition][]rs.RemoteLogSegmentMetadata{}}
 		},
+		// An update that follows another of the same segment is decided on
+		// the state before that one, and reports the state after it.
+		"racing-refusal": func(m *rs.InMemoryManager) rs.RemoteLogMetadataManager {
+			return &racingRefusal{InMemoryManager: m, state: map[uuid.UUID]rs.RemoteLogSegmentState{}, before: map[uuid.UUID]rs.RemoteLogSegmentState{}}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -97,6 +105,12 @@ func TestLinearizabilityCheckerCatchesBugs(t *testing.T) {
 			}
 			h := newLinHarness(t, 2)
 			h.deletes = false
+			if name == "racing-refusal" {
+				// The racing workload: the random one seldom updates a
+				// segment twice in a row.
+				h.input = newLinRace(linBrokers, 4, 2, false).input
+				h.maxOps = 100
+			}
 			h.run(managers, nil)
 			require.Empty(t, h.problems)
 			res, path := h.check(t.TempDir())
@@ -134,4 +148,78 @@ func (m *staleList) ListRemoteLogSegments(ctx context.Context, tp rs.TopicIDPart
 	list, err := m.InMemoryManager.ListRemoteLogSegments(ctx, tp)
 	m.cache[tp] = list
 	return list, err
+}
+
+// racingRefusal is the shape of a store whose update waits for another
+// update's lock on the segment but keeps a snapshot from before that one
+// committed: it decides on the state before the other update, and reports
+// the state after it. Here the update that follows another of the same
+// segment plays the waiting one.
+type racingRefusal struct {
+	*rs.InMemoryManager
+	mu     sync.Mutex
+	state  map[uuid.UUID]rs.RemoteLogSegmentState
+	before map[uuid.UUID]rs.RemoteLogSegmentState // set by an update that changed the state, taken by the next
+}
+
+func (m *racingRefusal) AddRemoteLogSegmentMetadata(ctx context.Context, s rs.RemoteLogSegmentMetadata) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	err := m.InMemoryManager.AddRemoteLogSegmentMetadata(ctx, s)
+	if err == nil {
+		m.state[s.SegmentID.ID] = s.State
+	}
+	return err
+}
+
+func (m *racingRefusal) UpdateRemoteLogSegmentMetadata(ctx context.Context, u rs.RemoteLogSegmentMetadataUpdate) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := u.SegmentID.ID
+	before, raced := m.before[id]
+	delete(m.before, id)
+	if raced && !rs.SegmentTransitionAllowed(before, u.State) {
+		found := m.state[id]
+		return &reportedError{msg: fmt.Sprintf("segment %s: %s to %s", id, found, u.State), sentinel: rs.ErrInvalidSegmentTransition, segment: found, segmentFound: true}
+	}
+	err := m.InMemoryManager.UpdateRemoteLogSegmentMetadata(ctx, u)
+	if err == nil && m.state[id] != u.State {
+		m.before[id], m.state[id] = m.state[id], u.State
+	}
+	return err
+}
+
+// TestLinearizabilityModelFoundState: a refusal is linearized only where the
+// segment or partition was in the state the refusal names. Two updates of
+// one segment overlap: DELETE_SEGMENT_STARTED succeeds, and
+// DELETE_SEGMENT_FINISHED is refused. Had the refusal found
+// COPY_SEGMENT_FINISHED, it came first; had it found
+// DELETE_SEGMENT_STARTED, which allows DELETE_SEGMENT_FINISHED, no order
+// explains it. The same for two partition-delete events.
+func TestLinearizabilityModelFoundState(t *testing.T) {
+	t.Parallel()
+	op := func(client int, call, ret int64, in linInput, res string, found int8) porcupine.Operation {
+		return porcupine.Operation{ClientId: client, Input: in, Call: call, Return: ret, Output: linOutput{res: res, found: found}}
+	}
+	finished := []porcupine.Operation{
+		op(0, 0, 1, linInput{kind: linAdd}, "ok", 0),
+		op(0, 2, 3, linInput{kind: linUpdate, to: int8(rs.CopySegmentFinished)}, "ok", 0),
+	}
+	racing := func(found rs.RemoteLogSegmentState, refusedCall int64) []porcupine.Operation {
+		return append(slices.Clone(finished),
+			op(0, 10, 20, linInput{kind: linUpdate, to: int8(rs.DeleteSegmentStarted)}, "ok", 0),
+			op(1, refusedCall, refusedCall+10, linInput{kind: linUpdate, to: int8(rs.DeleteSegmentFinished)}, linRefusedUpdate(int8(found)), int8(found)))
+	}
+	require.True(t, porcupine.CheckOperations(linModel, racing(rs.CopySegmentFinished, 11)))
+	require.False(t, porcupine.CheckOperations(linModel, racing(rs.DeleteSegmentStarted, 11)))
+	require.False(t, porcupine.CheckOperations(linModel, racing(rs.CopySegmentFinished, 21)), "called after the other returned")
+
+	deletes := func(found int8) []porcupine.Operation {
+		return []porcupine.Operation{
+			op(0, 10, 20, linInput{kind: linDelete, to: int8(rs.DeletePartitionMarked)}, "ok", 0),
+			op(1, 11, 21, linInput{kind: linDelete, to: int8(rs.DeletePartitionStarted)}, linRefusedDelete(found), found),
+		}
+	}
+	require.True(t, porcupine.CheckOperations(linModel, deletes(-1)))
+	require.False(t, porcupine.CheckOperations(linModel, deletes(int8(rs.DeletePartitionMarked))))
 }

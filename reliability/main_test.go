@@ -24,7 +24,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "reliability-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
 	code := pgtest.Run(m)
+	_ = os.RemoveAll(dir) // a temporary directory: nothing to do if it stays
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "reliability: goroutines leaked: %v\n", err)
