@@ -1,8 +1,11 @@
 package remotestorage
 
-// options.go: every option of the package, by what it configures: the
-// managers (Option) and the pool (PoolOption). The options of the metrics
-// (metrics.Instrument, metrics.NewStuckCollector) live in package metrics.
+// options.go: the options of the managers (Option) and of the pool
+// (PoolOption), with the managers' defaults, but for the purge's:
+// WithForgottenRetention and WithPurgeBatchSize, and their defaults, live
+// with the purge in purge.go. The pool's defaults (DefaultConnectBackoffMin,
+// …) are with ConfigurePool in pool.go, and the options of the metrics
+// (metrics.Instrument, metrics.NewStuckCollector) in package metrics.
 
 import (
 	"log/slog"
