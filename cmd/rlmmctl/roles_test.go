@@ -106,7 +106,7 @@ func TestRolesSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"rlmm_versions"}, seqs, "sequences the application role may use")
 
-	// The README's grants give a broker what the script gives the
+	// OPERATIONS.md's grants give a broker what the script gives the
 	// application role, table by table, and a broker starts with them.
 	readmeRole := prefix + "readme"
 	_, err = admin.Exec(ctx, "CREATE ROLE "+readmeRole+" LOGIN")
@@ -152,10 +152,34 @@ func TestRolesSQL(t *testing.T) {
 		}
 		require.Equal(t, want, privs, "the application role's privileges on %s", name)
 	}
-	require.Equal(t, appPrivileges, privileges(readmeRole), "the README's grants and rlmmctl roles sql's application role")
+	require.Equal(t, appPrivileges, privileges(readmeRole), "OPERATIONS.md's grants and rlmmctl roles sql's application role, on tables and views")
+	// The same on the sequences and functions: the write order's sequence
+	// and the purge's round, beyond what every role may.
+	routinePrivileges := func(role string) map[string][]string {
+		rows, err := admin.Query(ctx, `SELECT 'sequence ' || c.relname, array(SELECT p FROM unnest('{SELECT,UPDATE,USAGE}'::text[]) p
+			WHERE has_sequence_privilege($1, c.oid, p) ORDER BY p)
+			FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'S' AND c.relname LIKE 'rlmm\_%'
+			UNION ALL
+			SELECT 'function ' || p.oid::regprocedure::text, CASE WHEN has_function_privilege($1, p.oid, 'EXECUTE') THEN '{EXECUTE}'::text[] ELSE '{}' END
+			FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'rlmm\_%'`, role)
+		require.NoError(t, err)
+		out := map[string][]string{}
+		for rows.Next() {
+			var name string
+			var privs []string
+			require.NoError(t, rows.Scan(&name, &privs))
+			out[name] = privs
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	appRoutines := routinePrivileges(prefix + "app")
+	require.Equal(t, []string{"USAGE"}, appRoutines["sequence rlmm_versions"])
+	require.Equal(t, []string{"EXECUTE"}, appRoutines["function rlmm_purge_round(interval,integer)"])
+	require.Equal(t, appRoutines, routinePrivileges(readmeRole), "OPERATIONS.md's grants and rlmmctl roles sql's application role, on sequences and functions")
 	readme := as("readme")
 	started, cancel = context.WithTimeout(ctx, time.Minute)
-	require.NoError(t, remotestorage.Migrate(started, readme), "Migrate with the README's grants")
+	require.NoError(t, remotestorage.Migrate(started, readme), "Migrate with OPERATIONS.md's grants")
 	cancel()
 	readmeManager, err := remotestorage.NewPgManager(ctx, readme)
 	require.NoError(t, err)
@@ -295,7 +319,7 @@ func TestRolesSQL(t *testing.T) {
 	denied(broker, "SELECT rlmm_purge('0')")
 }
 
-// readmeBrokerGrants is the SQL block of the README's "Database roles".
+// readmeBrokerGrants is the SQL block of docs/OPERATIONS.md's "Database roles".
 func readmeBrokerGrants(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "OPERATIONS.md"))
