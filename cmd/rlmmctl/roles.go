@@ -48,7 +48,8 @@ need on the remotestorage tables of one schema. No database is needed.
                     purges (in the background, and when "rlmmctl purge"
                     runs the same code). No DELETE or TRUNCATE (the library
                     deletes rows only through rlmm_purge_round), no ALTER or
-                    DROP, and no sequence. Enough for remotestorage.Migrate
+                    DROP; of sequences, USAGE on rlmm_versions (the
+                    write order) alone. Enough for remotestorage.Migrate
                     at a broker's start: on a schema that is up to date it
                     only reads.
   <prefix>readonly  SELECT on the tables and views, for dashboards.
