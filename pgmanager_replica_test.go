@@ -21,10 +21,7 @@ import (
 func TestReadReplica(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	primary, standby, standbyCluster := rstest.PrimaryAndStandby(t)
-	m, err := rs.NewPgManager(ctx, primary, rs.WithReadReplica(standby))
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	m, _, standby, standbyCluster := replicaManager(t)
 	tp := testTP(0)
 
 	first := writeFinished(t, m, tp, 0, 99)
@@ -34,13 +31,7 @@ func TestReadReplica(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, first.SegmentID, got.SegmentID)
 
-	_, err = standby.Exec(ctx, "SELECT pg_wal_replay_pause()")
-	require.NoError(t, err)
-	testwait.Until(t, "replay paused", func() bool {
-		var state string
-		require.NoError(t, standby.QueryRow(ctx, "SELECT pg_get_wal_replay_pause_state()").Scan(&state))
-		return state == "paused"
-	})
+	pauseReplay(t, standby)
 	second := writeFinished(t, m, tp, 100, 199)
 	ok, err := m.CaughtUp(ctx, tp)
 	require.NoError(t, err)
@@ -52,8 +43,7 @@ func TestReadReplica(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 
-	_, err = standby.Exec(ctx, "SELECT pg_wal_replay_resume()")
-	require.NoError(t, err)
+	resumeReplay(t, standby)
 	start := time.Now()
 	waitCaughtUp(t, m, tp)
 	t.Logf("caught up %s after replay resumed", time.Since(start))
@@ -80,10 +70,7 @@ func TestReadReplica(t *testing.T) {
 func TestReplicaCaughtUpPerPartition(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	primary, standby, _ := rstest.PrimaryAndStandby(t)
-	m, err := rs.NewPgManager(ctx, primary, rs.WithReadReplica(standby))
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	m, primary, standby, _ := replicaManager(t)
 	a, b := testTP(0), testTP(1)
 
 	writeFinished(t, m, a, 0, 99)
@@ -148,10 +135,7 @@ func TestReplicaCaughtUpPerPartition(t *testing.T) {
 func TestReplicaCaughtUpPurgedWrite(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	primary, standby, _ := rstest.PrimaryAndStandby(t)
-	m, err := rs.NewPgManager(ctx, primary, rs.WithReadReplica(standby))
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	m, _, standby, _ := replicaManager(t)
 	a := testTP(0)
 
 	s := writeFinished(t, m, a, 0, 99)
@@ -184,10 +168,7 @@ func TestReplicaCaughtUpPurgedWrite(t *testing.T) {
 func TestReplicaCaughtUpWriteInFlightAtPause(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	primary, standby, _ := rstest.PrimaryAndStandby(t)
-	m, err := rs.NewPgManager(ctx, primary, rs.WithReadReplica(standby))
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	m, primary, standby, _ := replicaManager(t)
 	a, b := testTP(0), testTP(1)
 
 	s := segment(a, 0, 99, map[rs.LeaderEpoch]int64{0: 0})
@@ -225,6 +206,17 @@ func TestReplicaCaughtUpWriteInFlightAtPause(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found, "a query after a true CaughtUp sees the finish")
 	require.Equal(t, s.SegmentID, got.SegmentID)
+}
+
+// replicaManager returns a manager on a primary of its own that reads from
+// a streaming hot standby of it, with pools on both and the standby.
+func replicaManager(t *testing.T) (m *rs.PgManager, primary, standby *pgxpool.Pool, standbyCluster *pgcluster.Cluster) {
+	t.Helper()
+	primary, standby, standbyCluster = rstest.PrimaryAndStandby(t)
+	m, err := rs.NewPgManager(t.Context(), primary, rs.WithReadReplica(standby))
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return m, primary, standby, standbyCluster
 }
 
 // pauseReplay pauses the standby's replay and waits until it is paused.
