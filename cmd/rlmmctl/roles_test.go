@@ -120,10 +120,9 @@ func TestRolesSQL(t *testing.T) {
 	})
 	_, err = admin.Exec(ctx, strings.NewReplacer("cluster_a", "public", "rlmm_app", readmeRole).Replace(readmeBrokerGrants(t)))
 	require.NoError(t, err)
-	privileges := func(role string) map[string][]string {
-		rows, err := admin.Query(ctx, `SELECT c.relname, array(SELECT p FROM unnest('{SELECT,INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER}'::text[]) p
-			WHERE has_table_privilege($1, c.oid, p) ORDER BY p)
-			FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'v') AND c.relname LIKE 'rlmm\_%'`, role)
+	// byName runs query, whose rows are a name and privileges, for role.
+	byName := func(query, role string) map[string][]string {
+		rows, err := admin.Query(ctx, query, role)
 		require.NoError(t, err)
 		out := map[string][]string{}
 		for rows.Next() {
@@ -134,6 +133,11 @@ func TestRolesSQL(t *testing.T) {
 		}
 		require.NoError(t, rows.Err())
 		return out
+	}
+	privileges := func(role string) map[string][]string {
+		return byName(`SELECT c.relname, array(SELECT p FROM unnest('{SELECT,INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER}'::text[]) p
+			WHERE has_table_privilege($1, c.oid, p) ORDER BY p)
+			FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'v') AND c.relname LIKE 'rlmm\_%'`, role)
 	}
 	// Exactly what the library needs: it reads every table and view, and
 	// inserts into and updates the three tables it writes; it deletes
@@ -156,22 +160,12 @@ func TestRolesSQL(t *testing.T) {
 	// The same on the sequences and functions: the write order's sequence
 	// and the purge's round, beyond what every role may.
 	routinePrivileges := func(role string) map[string][]string {
-		rows, err := admin.Query(ctx, `SELECT 'sequence ' || c.relname, array(SELECT p FROM unnest('{SELECT,UPDATE,USAGE}'::text[]) p
+		return byName(`SELECT 'sequence ' || c.relname, array(SELECT p FROM unnest('{SELECT,UPDATE,USAGE}'::text[]) p
 			WHERE has_sequence_privilege($1, c.oid, p) ORDER BY p)
 			FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'S' AND c.relname LIKE 'rlmm\_%'
 			UNION ALL
 			SELECT 'function ' || p.oid::regprocedure::text, CASE WHEN has_function_privilege($1, p.oid, 'EXECUTE') THEN '{EXECUTE}'::text[] ELSE '{}' END
 			FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'rlmm\_%'`, role)
-		require.NoError(t, err)
-		out := map[string][]string{}
-		for rows.Next() {
-			var name string
-			var privs []string
-			require.NoError(t, rows.Scan(&name, &privs))
-			out[name] = privs
-		}
-		require.NoError(t, rows.Err())
-		return out
 	}
 	appRoutines := routinePrivileges(prefix + "app")
 	require.Equal(t, []string{"USAGE"}, appRoutines["sequence rlmm_versions"])
