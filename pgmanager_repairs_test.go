@@ -605,10 +605,10 @@ func (d *diffSide) normalise(rows, before map[string]map[string]any, withUpdated
 		for _, col := range slices.Sorted(maps.Keys(row)) {
 			v := row[col]
 			var text string
-			switch {
-			case col == "created_at":
+			switch col {
+			case "created_at":
 				continue
-			case col == "updated_at":
+			case "updated_at":
 				if !withUpdatedAt {
 					continue
 				}
