@@ -1,7 +1,11 @@
 //! The remote log metadata SPI of KIP-405 tiered storage
 //! ([`RemoteLogMetadataManager`]), its types and errors, and the in-memory
 //! reference implementation ([`InmemoryRemoteLogMetadataManager`]).
+//!
+//! The cargo feature `conformance` (off by default) adds the module
+//! `conformance`: the checks any implementation must pass, for tests.
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;
 pub mod inmemory;
