@@ -73,34 +73,16 @@ impl Subject<'_> {
     }
 }
 
-/// `google.rpc.Status`, as gRPC carries it in `grpc-status-details-bin`.
-#[derive(Clone, PartialEq, Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
-    #[prost(message, repeated, tag = "3")]
-    details: Vec<Any>,
-}
-
-/// `google.protobuf.Any`.
-#[derive(Clone, PartialEq, Message)]
-struct Any {
-    #[prost(string, tag = "1")]
-    type_url: String,
-    #[prost(bytes = "vec", tag = "2")]
-    value: Vec<u8>,
-}
-
 const ERROR_DETAIL_TYPE: &str = "type.googleapis.com/remotestorage.v1.ErrorDetail";
 
-/// The `ErrorDetail` of a status, if rlmmd put one there.
+/// The `ErrorDetail` of a status, if rlmmd put one there: the details of
+/// the status are a `google.rpc.Status` (`tonic_types::Status`), and its
+/// `details` hold the `ErrorDetail` as a `google.protobuf.Any`.
 fn detail(status: &tonic::Status) -> Option<pb::ErrorDetail> {
     if status.details().is_empty() {
         return None;
     }
-    let st = RpcStatus::decode(status.details()).ok()?;
+    let st = tonic_types::Status::decode(status.details()).ok()?;
     st.details
         .iter()
         .find(|a| a.type_url == ERROR_DETAIL_TYPE)
@@ -338,16 +320,46 @@ mod tests {
     }
 
     #[test]
+    fn the_detail_is_found_among_others_and_garbage_has_none() {
+        use tonic_types::{ErrorDetails, StatusExt};
+        let d = pb::ErrorDetail {
+            kind: ErrorKind::InvalidSegmentTransition.into(),
+            found_segment_state: Some(pb::SegmentState::DeleteSegmentStarted.into()),
+            ..Default::default()
+        };
+        // A standard detail (google.rpc.ErrorInfo) before rlmmd's.
+        let other = tonic::Status::with_error_details(
+            Code::FailedPrecondition,
+            "refused",
+            ErrorDetails::with_error_info("REASON", "rlmmd", []),
+        );
+        let mut st = tonic_types::Status::decode(other.details()).unwrap();
+        st.details.push(prost_types::Any {
+            type_url: ERROR_DETAIL_TYPE.into(),
+            value: d.encode_to_vec(),
+        });
+        let status = tonic::Status::with_details(
+            Code::FailedPrecondition,
+            "refused",
+            st.encode_to_vec().into(),
+        );
+        assert_eq!(detail(&status), Some(d));
+        let garbage = tonic::Status::with_details(Code::Internal, "x", vec![0xff, 0xff].into());
+        assert_eq!(detail(&garbage), None);
+        assert_eq!(detail(&tonic::Status::internal("x")), None);
+    }
+
+    #[test]
     fn a_detail_names_the_variant_and_the_outcome() {
         let d = pb::ErrorDetail {
             kind: ErrorKind::Io.into(),
             outcome_unknown: true,
             ..Default::default()
         };
-        let st = RpcStatus {
+        let st = tonic_types::Status {
             code: Code::Unavailable as i32,
             message: "down".into(),
-            details: vec![Any {
+            details: vec![prost_types::Any {
                 type_url: ERROR_DETAIL_TYPE.into(),
                 value: d.encode_to_vec(),
             }],
