@@ -362,34 +362,26 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 			}
 		})
 	}
-	row, err := runStatement(ctx, m.pool, put, func(row partitionDeleteRow, err error) {
+	afterward := func(row partitionDeleteRow, err error) {
 		if err == nil && row.DeleteVersion >= 0 {
 			stored(row.ownWrite()) // committed after the caller was answered
 		}
-	})
+	}
+	row, err := runStatement(ctx, m.pool, put, afterward)
+	if err == nil && row.DeleteVersion < 0 && row.FoundState < int16(partitionDeleteNone) {
+		// Refused by a partition row that a concurrent first write created
+		// after the statement's snapshot: the next statement sees it, and
+		// decides on the state its lock reads.
+		row, err = runStatement(ctx, m.pool, put, afterward)
+	}
 	switch {
 	case err != nil:
 		return ioError(ctx, err, "put partition delete %s for %s", d.State, tp)
 	case row.DeleteVersion >= 0:
 		stored(row.ownWrite())
 		return nil
-	case row.FoundState >= int16(partitionDeleteNone):
-		return partitionDeleteTransitionError(tp, RemotePartitionDeleteState(row.FoundState), d.State)
 	}
-	// Refused by a partition row that a concurrent first write created
-	// after the statement's snapshot: a second round trip, on this failure
-	// path only, names the state the partition is in.
-	current := partitionDeleteNone
-	p, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.RlmmPartition, error) {
-		return m.queries.PartitionGet(ctx, tx, db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
-	}, nil)
-	switch {
-	case err == nil && p.DeleteState.Valid:
-		current = RemotePartitionDeleteState(p.DeleteState.Int16)
-	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return ioError(ctx, err, "read partition %s", tp)
-	}
-	return partitionDeleteTransitionError(tp, current, d.State)
+	return partitionDeleteTransitionError(tp, RemotePartitionDeleteState(max(row.FoundState, int16(partitionDeleteNone))), d.State)
 }
 
 // partitionDeleteRow is what both partition-delete statements return: the
