@@ -28,6 +28,22 @@ func benchPool(b *testing.B, dsn string) *pgxpool.Pool {
 	return rstest.NewPool(b, dsn, 0, false)
 }
 
+// countedPool opens a pool of maxConns connections on dsn whose statements
+// the returned counter counts (counts only: a benchmark's counter does not
+// grow).
+func countedPool(tb testing.TB, dsn string, maxConns int) (*pgxpool.Pool, *rstest.StatementCounter) {
+	tb.Helper()
+	counter := &rstest.StatementCounter{CountOnly: true}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(tb, err)
+	cfg.MaxConns = int32(maxConns)
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(tb.Context(), cfg)
+	require.NoError(tb, err)
+	tb.Cleanup(pool.Close)
+	return pool, counter
+}
+
 // parallel runs op from clients goroutines, b.N calls in all.
 func parallel(b *testing.B, clients int, op func(ctx context.Context, rng *rand.Rand) error) {
 	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))

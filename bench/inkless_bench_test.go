@@ -103,14 +103,7 @@ ANALYZE bench_raw;`)
 			{"library add + finish", libraryAddFinish},
 		} {
 			b.Run(fmt.Sprintf("clients=%d/%s", clients, v.name), func(b *testing.B) {
-				counter := &rstest.StatementCounter{CountOnly: true}
-				cfg, err := pgxpool.ParseConfig(dsn)
-				require.NoError(b, err)
-				cfg.MaxConns = int32(clients)
-				cfg.ConnConfig.Tracer = counter
-				pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
-				require.NoError(b, err)
-				b.Cleanup(pool.Close)
+				pool, counter := countedPool(b, dsn, clients)
 				w := writeFloor{pool: pool, clients: clients, topic: uuid.New()}
 				m, err := rs.NewPgManager(b.Context(), pool)
 				require.NoError(b, err)
@@ -149,15 +142,8 @@ ANALYZE bench_raw;`)
 func TestInklessEmulation(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
-	counter := &rstest.StatementCounter{CountOnly: true}
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = pool.Exec(t.Context(), inklessSchema)
+	pool, counter := countedPool(t, dsn, 1)
+	_, err := pool.Exec(t.Context(), inklessSchema)
 	require.NoError(t, err)
 	w := writeFloor{pool: pool, clients: 1, topic: uuid.New()}
 	for i := range 3 {

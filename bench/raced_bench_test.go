@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
@@ -50,14 +49,7 @@ INSERT INTO bench_raw SELECT g, 0, repeat('x', 150) FROM generate_series(0, 1999
 
 func runRacedUpdates(b *testing.B, dsn string, clients int, variant string) {
 	ctx := b.Context()
-	counter := &rstest.StatementCounter{CountOnly: true}
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(b, err)
-	cfg.MaxConns = int32(clients + 1)
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(b, err)
-	b.Cleanup(pool.Close)
+	pool, counter := countedPool(b, dsn, clients+1)
 	m, err := rs.NewPgManager(ctx, pool)
 	require.NoError(b, err)
 	b.Cleanup(m.Close)
