@@ -32,11 +32,11 @@ func parseNotification(payload string) (partitionKey, int64, bool) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return partitionKey{}, 0, false
 	}
-	return partitionKey{topicID: topicID, partition: int32(partition)}, version, true
+	return partitionKey{TopicID: topicID, Partition: int32(partition)}, version, true
 }
 
 // notificationPayload is the payload announcing the write of k at write
 // order version.
 func notificationPayload(k partitionKey, version int64) string {
-	return k.topicID.String() + "/" + strconv.FormatInt(int64(k.partition), 10) + "/" + strconv.FormatInt(version, 10)
+	return k.TopicID.String() + "/" + strconv.FormatInt(int64(k.Partition), 10) + "/" + strconv.FormatInt(version, 10)
 }

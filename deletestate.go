@@ -5,6 +5,7 @@ import (
 
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/partition"
 )
 
 // PartitionDeleteStates reports a partition's partition-delete record.
@@ -29,9 +30,9 @@ var (
 // partition's row on the reader pool.
 func (m *PgManager) PartitionDeleteState(ctx context.Context, tp TopicIDPartition) (RemotePartitionDeleteState, bool, error) {
 	state := partitionDeleteNone
-	if served, err := m.fromCache(tp, func(p *memPartition) {
+	if served, err := m.fromCache(tp, func(p *partition.Partition) {
 		if p != nil {
-			state = p.deleteState
+			state = RemotePartitionDeleteState(p.DeleteState)
 		}
 	}); served {
 		return state, err == nil && state != partitionDeleteNone, err
@@ -49,9 +50,9 @@ func (m *PgManager) PartitionDeleteState(ctx context.Context, tp TopicIDPartitio
 func (m *InMemoryManager) PartitionDeleteState(ctx context.Context, tp TopicIDPartition) (RemotePartitionDeleteState, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	p := m.partitions[keyOf(tp)]
-	if p == nil || p.deleteState == partitionDeleteNone {
+	p := m.partition(tp)
+	if p == nil || RemotePartitionDeleteState(p.DeleteState) == partitionDeleteNone {
 		return partitionDeleteNone, false, nil
 	}
-	return p.deleteState, true, nil
+	return RemotePartitionDeleteState(p.DeleteState), true, nil
 }

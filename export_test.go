@@ -134,9 +134,10 @@ func (m *PgManager) CachedSnapshot(tp TopicIDPartition) string {
 // stored last_version or newer (forgotten included), without asking the
 // database.
 func (m *PgManager) CacheHoldsSegment(tp TopicIDPartition, id uuid.UUID, lastVersion int64) bool {
-	held := false
-	_, _ = m.cache.read(tp, func(p *memPartition) { held = p.holdsWrite(id, lastVersion) })
-	return held
+	m.cache.mu.RLock()
+	defer m.cache.mu.RUnlock()
+	cp := m.cache.partitions[keyOf(tp)]
+	return cp != nil && cp.data != nil && cp.data.holdsWrite(id, lastVersion)
 }
 
 // PurgesInBackground reports whether the manager runs the background purge.

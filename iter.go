@@ -1,14 +1,13 @@
 package remotestorage
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"iter"
-	"slices"
 
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/partition"
 )
 
 // SegmentStreams are the streaming variants of the two lists: they yield the
@@ -52,10 +51,6 @@ type listKey struct {
 
 // beforeFirst is the cursor of the first page: every key is after it.
 var beforeFirst = listKey{startOffset: -1, addedVersion: -1}
-
-func compareListKeys(a, b listKey) int {
-	return cmp.Or(cmp.Compare(a.startOffset, b.startOffset), cmp.Compare(a.addedVersion, b.addedVersion))
-}
 
 // streamPages yields, page after page, what fetch returns for the cursor
 // after the previous page's last item. fetch returns at most limit items in
@@ -114,7 +109,7 @@ func (m *PgManager) RemoteLogSegments(ctx context.Context, tp TopicIDPartition) 
 
 func (m *PgManager) remoteLogSegments(ctx context.Context, tp TopicIDPartition, pageSize int) iter.Seq2[RemoteLogSegmentMetadata, error] {
 	fetch := func(ctx context.Context, after listKey, limit int) ([]listItem, error) {
-		if page, served, err := m.pageFromCache(tp, after, limit, all); served {
+		if page, served, err := m.pageFromCache(tp, after, limit, partition.All); served {
 			return page, err
 		}
 		page, err := scanSegments(ctx, m.reader, func(rec db.DBTX) error {
@@ -165,8 +160,8 @@ func (m *PgManager) remoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPart
 }
 
 // pageFromCache reads a page from the cache when the manager caches tp.
-func (m *PgManager) pageFromCache(tp TopicIDPartition, after listKey, limit int, keep func(*memSegment) bool) (page []listItem, served bool, err error) {
-	served, err = m.fromCache(tp, func(p *memPartition) { page = p.page(after, limit, keep) })
+func (m *PgManager) pageFromCache(tp TopicIDPartition, after listKey, limit int, keep func(*partition.Segment) bool) (page []listItem, served bool, err error) {
+	served, err = m.fromCache(tp, func(p *partition.Partition) { page = pageOf(p, after, limit, keep) })
 	return page, served, err
 }
 
@@ -181,7 +176,7 @@ func (m *InMemoryManager) RemoteLogSegments(ctx context.Context, tp TopicIDParti
 }
 
 func (m *InMemoryManager) remoteLogSegments(ctx context.Context, tp TopicIDPartition, pageSize int) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return m.stream(ctx, tp, pageSize, all,
+	return m.stream(ctx, tp, pageSize, partition.All,
 		func(err error) error { return fmt.Errorf("remotestorage: list segments of %s: %w", tp, err) })
 }
 
@@ -200,35 +195,28 @@ func (m *InMemoryManager) remoteLogSegmentsByEpoch(ctx context.Context, tp Topic
 // stream pages through the listed segments of tp that keep accepts. The lock
 // is held only while a page is copied, never while the caller's loop body
 // runs, so the body may call the manager.
-func (m *InMemoryManager) stream(ctx context.Context, tp TopicIDPartition, pageSize int, keep func(*memSegment) bool, ctxErr func(error) error) iter.Seq2[RemoteLogSegmentMetadata, error] {
+func (m *InMemoryManager) stream(ctx context.Context, tp TopicIDPartition, pageSize int, keep func(*partition.Segment) bool, ctxErr func(error) error) iter.Seq2[RemoteLogSegmentMetadata, error] {
 	fetch := func(_ context.Context, after listKey, limit int) ([]listItem, error) {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		return m.partitions[keyOf(tp)].page(after, limit, keep), nil
+		return pageOf(m.partition(tp), after, limit, keep), nil
 	}
 	return streamPages(ctx, pageSize, fetch, ctxErr)
 }
 
-// page returns copies of the first limit listed segments after the cursor
-// that keep accepts, in list order: a binary search in the partition's index,
-// then a scan. Callers hold the owner's read lock.
-func (p *memPartition) page(after listKey, limit int, keep func(*memSegment) bool) []listItem {
-	listed := p.currentIndex().listed
-	i, found := slices.BinarySearchFunc(listed, after, func(s *memSegment, k listKey) int {
-		return compareListKeys(memListKey(s), k)
-	})
-	if found {
-		i++
+// pageOf returns copies of the first limit listed segments of p after the
+// cursor that keep accepts, in list order. Callers hold the owner's read
+// lock.
+func pageOf(p *partition.Partition, after listKey, limit int, keep func(*partition.Segment) bool) []listItem {
+	if limit <= 0 {
+		return nil
 	}
 	var items []listItem
-	for ; i < len(listed) && len(items) < limit; i++ {
-		if s := listed[i]; keep(s) {
-			items = append(items, listItem{key: memListKey(s), meta: s.public()})
+	for s := range p.ListAfter(after.startOffset, after.addedVersion, keep) {
+		items = append(items, listItem{key: listKey{startOffset: s.Start, addedVersion: s.AddedVersion}, meta: publicSegment(s)})
+		if len(items) == limit {
+			break
 		}
 	}
 	return items
-}
-
-func memListKey(s *memSegment) listKey {
-	return listKey{startOffset: s.start, addedVersion: s.addedVersion}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/krabka/remotestorage/internal/partition"
 )
 
 // InMemoryManager is the reference implementation of RemoteLogMetadataManager:
@@ -23,6 +25,24 @@ type InMemoryManager struct {
 	deletedAt      map[partitionKey]time.Time // the partitions in DELETE_PARTITION_FINISHED, since when
 	expiry         []memForgotten             // both, in the order forgotten
 	purgedSegments int64
+}
+
+// memPartition is a partition of the InMemoryManager: its segments, and the
+// count of its writes.
+type memPartition struct {
+	*partition.Partition
+	version int64 // bumped by every write to the partition
+}
+
+func newMemPartition() *memPartition { return &memPartition{Partition: partition.New()} }
+
+// partition returns the partition tp, nil when nothing was written to it.
+// Callers hold m.mu.
+func (m *InMemoryManager) partition(tp TopicIDPartition) *partition.Partition {
+	if p := m.partitions[keyOf(tp)]; p != nil {
+		return p.Partition
+	}
+	return nil
 }
 
 var _ RemoteLogMetadataManager = (*InMemoryManager)(nil)
@@ -58,15 +78,13 @@ func (m *InMemoryManager) AddRemoteLogSegmentMetadata(ctx context.Context, s Rem
 	if p == nil {
 		p = newMemPartition()
 		m.partitions[key] = p
-	} else if p.deleteState != partitionDeleteNone {
-		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record (%s)", id, s.SegmentID.TopicIDPartition, p.deleteState)
+	} else if state := RemotePartitionDeleteState(p.DeleteState); state != partitionDeleteNone {
+		return newError(ErrInvalidAdd, "segment %s: partition %s has a partition delete record (%s)", id, s.SegmentID.TopicIDPartition, state)
 	}
 	p.version++
 	m.takenIDs[id] = key
-	seg := newMemSegment(s.clone(), p.version, 0, p.version)
-	p.share(seg)
-	p.segments[id] = seg
-	p.changed()
+	p.Store(newSegment(s.clone(), p.version, 0, p.version))
+	p.Changed()
 	return nil
 }
 
@@ -80,10 +98,10 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 	m.purgeExpired()
 	key := keyOf(u.SegmentID.TopicIDPartition)
 	p := m.partitions[key]
-	if p == nil || p.deleteState == DeletePartitionFinished || m.takenIDs[u.SegmentID.ID] != key {
+	if p == nil || RemotePartitionDeleteState(p.DeleteState) == DeletePartitionFinished || m.takenIDs[u.SegmentID.ID] != key {
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
 	}
-	s := p.segments[u.SegmentID.ID]
+	s := p.Segment(u.SegmentID.ID)
 	if s == nil {
 		// Forgotten: only the id is kept, and only a retry succeeds.
 		if !SegmentTransitionAllowed(DeleteSegmentFinished, u.State) {
@@ -93,30 +111,30 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 		m.forgetSegment(u.SegmentID.ID, key) // a retry is a write: forgotten since now
 		return nil
 	}
-	if !SegmentTransitionAllowed(s.state, u.State) {
-		return segmentTransitionError(u.SegmentID.ID, s.state, u.State)
+	if from := RemoteLogSegmentState(s.State); !SegmentTransitionAllowed(from, u.State) {
+		return segmentTransitionError(u.SegmentID.ID, from, u.State)
 	}
 	p.version++
-	if u.State == CopySegmentFinished && s.finishedVersion == 0 {
-		s.finishedVersion = p.version
+	if u.State == CopySegmentFinished && s.FinishedVersion == 0 {
+		s.FinishedVersion = p.version
 	}
 	if u.State == CopySegmentFinished {
-		p.raiseEpochEnds(s)
+		p.RaiseEpochEnds(s)
 	}
-	s.state = u.State
-	s.brokerID = u.BrokerID
-	s.eventTimestampMs = u.EventTimestampMs
+	s.State = int8(u.State)
+	s.BrokerID = u.BrokerID
+	s.EventTimestampMs = u.EventTimestampMs
 	if u.CustomMetadata != nil {
-		s.customMetadata = cloneBytes(u.CustomMetadata)
+		s.CustomMetadata = cloneBytes(u.CustomMetadata)
 	}
-	s.lastVersion = p.version
+	s.LastVersion = p.version
 	if u.State == DeleteSegmentFinished {
 		// Forgotten: memory holds what is live, not history. The id stays
 		// taken in takenIDs.
-		delete(p.segments, u.SegmentID.ID)
+		p.Remove(u.SegmentID.ID)
 		m.forgetSegment(u.SegmentID.ID, key)
 	}
-	p.changed()
+	p.Changed()
 	return nil
 }
 
@@ -132,7 +150,7 @@ func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, 
 	p := m.partitions[key]
 	from := partitionDeleteNone
 	if p != nil {
-		from = p.deleteState
+		from = RemotePartitionDeleteState(p.DeleteState)
 	}
 	if !partitionDeleteTransitionAllowed(from, d.State) {
 		return partitionDeleteTransitionError(d.TopicIDPartition, from, d.State)
@@ -142,11 +160,11 @@ func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, 
 		m.partitions[key] = p
 	}
 	p.version++
-	p.deleteState = d.State
+	p.DeleteState = int8(d.State)
 	if d.State == DeletePartitionFinished {
 		m.forgetPartition(key) // a retry is a write: deleted since now
 	}
-	p.changed()
+	p.Changed()
 	return nil
 }
 
@@ -154,8 +172,8 @@ func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, 
 func (m *InMemoryManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if s := m.partitions[keyOf(tp)].lookup(epoch, offset); s != nil {
-		return s.public(), true, nil
+	if s := m.partition(tp).Lookup(int32(epoch), offset); s != nil {
+		return publicSegment(s), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }
@@ -165,14 +183,14 @@ func (m *InMemoryManager) RemoteLogSegmentMetadata(ctx context.Context, tp Topic
 func (m *InMemoryManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	highest, found := m.partitions[keyOf(tp)].highest(epoch)
+	highest, found := m.partition(tp).Highest(int32(epoch))
 	return highest, found, nil
 }
 
 // ListRemoteLogSegments returns every segment of tp that is not forgotten,
 // ordered by StartOffset, ties by the order they were added.
 func (m *InMemoryManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) ([]RemoteLogSegmentMetadata, error) {
-	return m.list(tp, all), nil
+	return m.list(tp, partition.All), nil
 }
 
 // ListRemoteLogSegmentsByEpoch is ListRemoteLogSegments restricted to the
@@ -181,10 +199,10 @@ func (m *InMemoryManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp T
 	return m.list(tp, carries(epoch)), nil
 }
 
-func (m *InMemoryManager) list(tp TopicIDPartition, keep func(*memSegment) bool) []RemoteLogSegmentMetadata {
+func (m *InMemoryManager) list(tp TopicIDPartition, keep func(*partition.Segment) bool) []RemoteLogSegmentMetadata {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.partitions[keyOf(tp)].list(keep)
+	return publicSegments(m.partition(tp).List(keep))
 }
 
 // CaughtUp is always true: there is no view that could lag.
@@ -215,8 +233,8 @@ func totalSize(segments []RemoteLogSegmentMetadata) int64 {
 func (m *InMemoryManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if s := m.partitions[keyOf(tp)].nextWithTxnIndex(epoch, offset); s != nil {
-		return s.public(), true, nil
+	if s := m.partition(tp).NextWithTxnIndex(int32(epoch), offset); s != nil {
+		return publicSegment(s), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }
@@ -228,12 +246,12 @@ func (m *InMemoryManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicI
 func (m *InMemoryManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (RemoteLogSegmentMetadata, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	p := m.partitions[keyOf(tp)]
+	p := m.partition(tp)
 	if p == nil {
 		return RemoteLogSegmentMetadata{}, false, nil
 	}
-	if s := p.firstForTimestamp(epoch, timestampMs, startingOffset); s != nil {
-		return s.public(), true, nil
+	if s := p.FirstForTimestamp(int32(epoch), timestampMs, startingOffset); s != nil {
+		return publicSegment(s), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }
@@ -245,6 +263,6 @@ func (m *InMemoryManager) FirstSegmentForTimestamp(ctx context.Context, tp Topic
 func (m *InMemoryManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	end, ok := m.partitions[keyOf(tp)].epochEnd(epoch)
+	end, ok := m.partition(tp).EpochEnd(int32(epoch))
 	return end, ok, nil
 }

@@ -1,14 +1,11 @@
 package remotestorage
 
-import "github.com/google/uuid"
+import "github.com/krabka/remotestorage/internal/partition"
 
 // partitionKey is the identity of a partition: (TopicID, Partition). The
 // topic name is not part of it.
-type partitionKey struct {
-	topicID   uuid.UUID
-	partition int32
-}
+type partitionKey = partition.Key
 
 func keyOf(tp TopicIDPartition) partitionKey {
-	return partitionKey{topicID: tp.TopicID, partition: tp.Partition}
+	return partition.KeyOf(partition.TopicIDPartition(tp))
 }

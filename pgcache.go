@@ -15,6 +15,7 @@ import (
 
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/partition"
 	"github.com/krabka/remotestorage/internal/testsignal"
 )
 
@@ -70,7 +71,7 @@ func (h *cacheTestHooks) Init() {
 // cachedPartition is one consumed partition. data is nil until loaded.
 type cachedPartition struct {
 	tp         TopicIDPartition
-	data       *memPartition
+	data       *cachedData
 	generation int64            // the data's generation data was loaded at
 	after      snapshot         // the snapshot data was last brought up to: the change feed resumes there
 	reloading  bool             // a reload is reading: this manager's writes also go to pending
@@ -85,7 +86,7 @@ type cachedPartition struct {
 // does not see it.
 type pendingWrite struct {
 	xid   uint64
-	write func(p *memPartition)
+	write func(d *cachedData)
 }
 
 func newPgCache(m *PgManager) *pgCache {
@@ -164,7 +165,7 @@ func (c *pgCache) poll() error {
 	for _, r := range rows {
 		// Behind, or loaded at another generation: a reset the catch-up
 		// turns into a reload.
-		if cp := c.partitions[partitionKey{topicID: uuid.UUID(r.TopicID), partition: r.Partition}]; cp != nil && cp.data != nil &&
+		if cp := c.partitions[partitionKey{TopicID: uuid.UUID(r.TopicID), Partition: r.Partition}]; cp != nil && cp.data != nil &&
 			(r.Behind || cp.generation != r.Generation) {
 			cp.wake()
 		}
@@ -299,26 +300,28 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		return nil // stopped meanwhile
 	}
 	if cp.data == nil || reload {
-		cp.data, cp.generation, cp.reloading = newMemPartition(), read.generation, false
+		cp.data, cp.generation, cp.reloading = newCachedData(), read.generation, false
 	}
 	p := cp.data
 	// A row older than what the cache holds (this manager's own write,
 	// applied meanwhile) is dropped: put keeps the newest write of each
 	// segment, and the newest delete record.
+	shared := partition.TopicIDPartition(cp.tp)
 	for _, r := range read.segments {
-		s := memSegmentFromRow(r, p.tp)
+		s := cacheSegmentFromRow(r, &shared)
 		p.put(s, r.LastXid)
-		if s.finishedVersion > 0 {
-			p.raiseEpochEnds(s) // EpochEndOffset counts every segment that finished
+		if s.FinishedVersion > 0 {
+			p.RaiseEpochEnds(s) // EpochEndOffset counts every segment that finished
 		}
 	}
-	applyEpochEnds(p, read.epochEnds)
-	if partition := read.partition; partition.DeleteVersion > p.deleteVersion {
-		p.deleteState, p.deleteVersion = partitionDeleteNone, partition.DeleteVersion
-		if partition.DeleteState.Valid {
-			p.deleteState = RemotePartitionDeleteState(partition.DeleteState.Int16)
-		}
+	for _, r := range read.epochEnds {
+		p.RaiseEpochEnd(r.Epoch, r.EndOffset)
 	}
+	state := partition.DeleteNone
+	if read.partition.DeleteState.Valid {
+		state = int8(read.partition.DeleteState.Int16)
+	}
+	p.putDeleteState(state, read.partition.DeleteVersion)
 	cp.after = read.snapshot
 	// Writes this manager made while the partition (re)loaded that the
 	// load's snapshot does not see committed after it: newer than anything
@@ -335,7 +338,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 			delete(cp.own, order) // no longer needed to tell the notification apart
 		}
 	}
-	p.changed()
+	p.Changed()
 	c.test.CaughtUp.Signal(cp.tp)
 	return nil
 }
@@ -438,27 +441,27 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after *s
 	return read, tx.Commit(ctx)
 }
 
-// memSegmentFromRow builds the cached segment of row r, pointing at shared
+// cacheSegmentFromRow builds the cached segment of row r, pointing at shared
 // (the partition's TopicIDPartition, or nil) when r names it alike.
-func memSegmentFromRow(r db.RlmmSegment, shared *TopicIDPartition) *memSegment {
+func cacheSegmentFromRow(r db.RlmmSegment, shared *partition.TopicIDPartition) *partition.Segment {
 	// Built straight into the compact form: a load of many segments
 	// allocates no epoch map per segment, and no TopicIDPartition either.
 	tp := shared
-	if own := (TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition}); tp == nil || *tp != own {
+	if own := (partition.TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition}); tp == nil || *tp != own {
 		tp = &own
 	}
-	s := &memSegment{
-		tp: tp, id: uuid.UUID(r.SegmentID),
-		start: r.StartOffset, end: r.EndOffset, maxTimestampMs: r.MaxTimestampMs, eventTimestampMs: r.EventTimestampMs,
-		brokerID: r.BrokerID, sizeInBytes: r.SegmentSizeBytes, customMetadata: r.CustomMetadata,
-		state: RemoteLogSegmentState(r.State), txnIndexEmpty: r.TxnIndexEmpty,
-		addedVersion: r.AddedVersion, finishedVersion: r.FinishedVersion.Int64, lastVersion: r.LastVersion,
-		epochs: make([]epochStart, len(r.Epochs)),
+	s := &partition.Segment{
+		TP: tp, ID: uuid.UUID(r.SegmentID),
+		Start: r.StartOffset, End: r.EndOffset, MaxTimestampMs: r.MaxTimestampMs, EventTimestampMs: r.EventTimestampMs,
+		BrokerID: r.BrokerID, SizeInBytes: r.SegmentSizeBytes, CustomMetadata: r.CustomMetadata,
+		State: int8(r.State), TxnIndexEmpty: r.TxnIndexEmpty,
+		AddedVersion: r.AddedVersion, FinishedVersion: r.FinishedVersion.Int64, LastVersion: r.LastVersion,
+		Epochs: make([]partition.EpochStart, len(r.Epochs)),
 	}
 	for i, e := range r.Epochs {
-		s.epochs[i] = epochStart{epoch: LeaderEpoch(e), start: r.EpochStartOffsets[i]}
+		s.Epochs[i] = partition.EpochStart{Epoch: e, Start: r.EpochStartOffsets[i]}
 	}
-	slices.SortFunc(s.epochs, func(a, b epochStart) int { return cmp.Compare(a.epoch, b.epoch) })
+	slices.SortFunc(s.Epochs, func(a, b partition.EpochStart) int { return cmp.Compare(a.Epoch, b.Epoch) })
 	return s
 }
 
@@ -467,7 +470,7 @@ func memSegmentFromRow(r db.RlmmSegment, shared *TopicIDPartition) *memSegment {
 // the write statement returned, never from a second read. The write order
 // is kept until the write's notification comes back, which then wakes
 // nothing, or until the cache's snapshot sees the write.
-func (c *pgCache) applied(tp TopicIDPartition, w ownWrite, write func(p *memPartition)) {
+func (c *pgCache) applied(tp TopicIDPartition, w ownWrite, write func(d *cachedData)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cp := c.partitions[keyOf(tp)]
@@ -482,13 +485,13 @@ func (c *pgCache) applied(tp TopicIDPartition, w ownWrite, write func(p *memPart
 	}
 	cp.own[w.order] = w.xid
 	write(cp.data)
-	cp.data.changed()
+	cp.data.Changed()
 }
 
 // read runs query on the partition's cached data under the read lock.
 // served is false when the partition is not consumed (the caller asks the
 // database); the error is ErrNotReady while it is loading.
-func (c *pgCache) read(tp TopicIDPartition, query func(p *memPartition)) (served bool, err error) {
+func (c *pgCache) read(tp TopicIDPartition, query func(p *partition.Partition)) (served bool, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	cp := c.partitions[keyOf(tp)]
@@ -498,7 +501,7 @@ func (c *pgCache) read(tp TopicIDPartition, query func(p *memPartition)) (served
 	if cp.data == nil {
 		return true, newError(ErrNotReady, "partition %s is still loading", tp)
 	}
-	query(cp.data)
+	query(cp.data.Partition)
 	return true, nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/krabka/remotestorage/db"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/partition"
 )
 
 // PgManager is a RemoteLogMetadataManager that keeps the metadata in
@@ -101,7 +102,7 @@ type ownWrite struct {
 // (so the write is there before the call returns, and this manager's own
 // listener, hearing of it, finds nothing to catch up), then in the queue
 // of notifications for the others.
-func (m *PgManager) committed(tp TopicIDPartition, w ownWrite, write func(p *memPartition)) {
+func (m *PgManager) committed(tp TopicIDPartition, w ownWrite, write func(d *cachedData)) {
 	if m.cache != nil {
 		m.cache.applied(tp, w, write)
 	}
@@ -131,10 +132,10 @@ func (m *PgManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPa
 
 // segmentFromCache answers a query for one segment from the cache, as
 // fromCache does, with a copy of the segment found.
-func (m *PgManager) segmentFromCache(tp TopicIDPartition, query func(p *memPartition) *memSegment) (seg RemoteLogSegmentMetadata, found, served bool, err error) {
-	served, err = m.fromCache(tp, func(p *memPartition) {
+func (m *PgManager) segmentFromCache(tp TopicIDPartition, query func(p *partition.Partition) *partition.Segment) (seg RemoteLogSegmentMetadata, found, served bool, err error) {
+	served, err = m.fromCache(tp, func(p *partition.Partition) {
 		if s := query(p); s != nil {
-			seg, found = s.public(), true
+			seg, found = publicSegment(s), true
 		}
 	})
 	return seg, found, served, err
@@ -142,7 +143,7 @@ func (m *PgManager) segmentFromCache(tp TopicIDPartition, query func(p *memParti
 
 // fromCache answers query from the cache when the manager caches tp.
 // served is false when it does not (the caller asks the database).
-func (m *PgManager) fromCache(tp TopicIDPartition, query func(p *memPartition)) (served bool, err error) {
+func (m *PgManager) fromCache(tp TopicIDPartition, query func(p *partition.Partition)) (served bool, err error) {
 	if m.cache == nil {
 		return false, nil
 	}
@@ -186,8 +187,8 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 	}
 	params.MaxSegmentSpan = s.EndOffset - s.StartOffset
 	added := func(row db.SegmentAddRow) {
-		m.committed(s.SegmentID.TopicIDPartition, ownWrite{order: row.AddedVersion, xid: row.Xid}, func(p *memPartition) {
-			p.put(newMemSegment(s.clone(), row.AddedVersion, 0, row.AddedVersion), row.Xid)
+		m.committed(s.SegmentID.TopicIDPartition, ownWrite{order: row.AddedVersion, xid: row.Xid}, func(d *cachedData) {
+			d.put(newSegment(s.clone(), row.AddedVersion, 0, row.AddedVersion), row.Xid)
 		})
 	}
 	add := func(ctx context.Context, tx db.DBTX) (db.SegmentAddRow, error) {
@@ -245,10 +246,10 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 	// caller's deadline could cut short.
 	updated := func(row db.SegmentUpdateRow) {
 		s := segmentFromUpdate(u, row)
-		m.committed(u.SegmentID.TopicIDPartition, ownWrite{order: row.WriteOrder, xid: row.Xid}, func(p *memPartition) {
-			p.put(s, row.Xid)
+		m.committed(u.SegmentID.TopicIDPartition, ownWrite{order: row.WriteOrder, xid: row.Xid}, func(d *cachedData) {
+			d.put(s, row.Xid)
 			if u.State == CopySegmentFinished {
-				p.raiseEpochEnds(s) // as EpochEndOffset counts the finished segments
+				d.RaiseEpochEnds(s) // as EpochEndOffset counts the finished segments
 			}
 		})
 	}
@@ -306,9 +307,9 @@ func refusedBeforeTheLock(row db.SegmentUpdateRow, allowed []int16) bool {
 
 // segmentFromUpdate is the segment as a successful update left it, from the
 // row the update statement returned.
-func segmentFromUpdate(u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow) *memSegment {
+func segmentFromUpdate(u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow) *partition.Segment {
 	tp := u.SegmentID.TopicIDPartition
-	return memSegmentFromRow(db.RlmmSegment{
+	return cacheSegmentFromRow(db.RlmmSegment{
 		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, SegmentID: dbuuid.UUID(u.SegmentID.ID), Topic: row.Topic,
 		StartOffset: row.StartOffset, EndOffset: row.EndOffset, MaxTimestampMs: row.MaxTimestampMs,
 		BrokerID: u.BrokerID, EventTimestampMs: u.EventTimestampMs, SegmentSizeBytes: row.SegmentSizeBytes,
@@ -356,11 +357,7 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 		}
 	}
 	stored := func(w ownWrite) {
-		m.committed(tp, w, func(p *memPartition) {
-			if w.order > p.deleteVersion {
-				p.deleteState, p.deleteVersion = d.State, w.order
-			}
-		})
+		m.committed(tp, w, func(cd *cachedData) { cd.putDeleteState(int8(d.State), w.order) })
 	}
 	afterward := func(row partitionDeleteRow, err error) {
 		if err == nil && row.DeleteVersion >= 0 {
@@ -398,7 +395,7 @@ func (r partitionDeleteRow) ownWrite() ownWrite { return ownWrite{order: r.Delet
 // RemoteLogSegmentMetadata returns the finished segment holding offset for
 // epoch, in one indexed statement.
 func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
-	if s, found, served, err := m.segmentFromCache(tp, func(p *memPartition) *memSegment { return p.lookup(epoch, offset) }); served {
+	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) *partition.Segment { return p.Lookup(int32(epoch), offset) }); served {
 		return s, found, err
 	}
 	if offset < 0 {
@@ -420,7 +417,7 @@ func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPart
 func (m *PgManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
 	var highest int64
 	var found bool
-	if served, err := m.fromCache(tp, func(p *memPartition) { highest, found = p.highest(epoch) }); served {
+	if served, err := m.fromCache(tp, func(p *partition.Partition) { highest, found = p.Highest(int32(epoch)) }); served {
 		return highest, found, err
 	}
 	return readOptional(ctx, m, func(ctx context.Context, tx db.DBTX) (int64, error) {
@@ -434,7 +431,7 @@ func (m *PgManager) HighestOffsetForEpoch(ctx context.Context, tp TopicIDPartiti
 // ordered by StartOffset, ties by the order they were added.
 func (m *PgManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartition) ([]RemoteLogSegmentMetadata, error) {
 	var list []RemoteLogSegmentMetadata
-	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(all) }); served {
+	if served, err := m.fromCache(tp, func(p *partition.Partition) { list = publicSegments(p.List(partition.All)) }); served {
 		return list, err
 	}
 	out, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) ([]RemoteLogSegmentMetadata, error) {
@@ -453,7 +450,7 @@ func (m *PgManager) ListRemoteLogSegments(ctx context.Context, tp TopicIDPartiti
 // segments that carry epoch.
 func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) ([]RemoteLogSegmentMetadata, error) {
 	var list []RemoteLogSegmentMetadata
-	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(carries(epoch)) }); served {
+	if served, err := m.fromCache(tp, func(p *partition.Partition) { list = publicSegments(p.List(carries(epoch))) }); served {
 		return list, err
 	}
 	out, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) ([]RemoteLogSegmentMetadata, error) {
@@ -552,7 +549,7 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 // ListRemoteLogSegmentsByEpoch(tp, epoch), summed by the database.
 func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, error) {
 	var list []RemoteLogSegmentMetadata
-	if served, err := m.fromCache(tp, func(p *memPartition) { list = p.list(carries(epoch)) }); served {
+	if served, err := m.fromCache(tp, func(p *partition.Partition) { list = publicSegments(p.List(carries(epoch))) }); served {
 		return totalSize(list), err
 	}
 	size, err := runStatement(ctx, m.reader, func(ctx context.Context, tx db.DBTX) (int64, error) {
@@ -569,7 +566,7 @@ func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoc
 // NextSegmentWithTxnIndex walks the lookups of epoch from offset in one
 // recursive statement and returns the first segment with a transaction index.
 func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
-	if s, found, served, err := m.segmentFromCache(tp, func(p *memPartition) *memSegment { return p.nextWithTxnIndex(epoch, offset) }); served {
+	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) *partition.Segment { return p.NextWithTxnIndex(int32(epoch), offset) }); served {
 		return s, found, err
 	}
 	if offset < 0 {
@@ -594,8 +591,8 @@ func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDParti
 // statement that walks the epoch's finished segments from near
 // startingOffset (queries/epochs.sql).
 func (m *PgManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (RemoteLogSegmentMetadata, bool, error) {
-	if s, found, served, err := m.segmentFromCache(tp, func(p *memPartition) *memSegment {
-		return p.firstForTimestamp(epoch, timestampMs, startingOffset)
+	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) *partition.Segment {
+		return p.FirstForTimestamp(int32(epoch), timestampMs, startingOffset)
 	}); served {
 		return s, found, err
 	}
@@ -624,7 +621,7 @@ func (m *PgManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPart
 func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) (int64, bool, error) {
 	var end int64
 	var found bool
-	if served, err := m.fromCache(tp, func(p *memPartition) { end, found = p.epochEnd(epoch) }); served {
+	if served, err := m.fromCache(tp, func(p *partition.Partition) { end, found = p.EpochEnd(int32(epoch)) }); served {
 		return end, found, err
 	}
 	return readOptional(ctx, m, func(ctx context.Context, tx db.DBTX) (int64, error) {
@@ -639,13 +636,6 @@ func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epo
 // segments' (pgCache.readChanges).
 func (c *pgCache) readEpochEnds(ctx context.Context, tx pgx.Tx, tp TopicIDPartition) ([]db.EpochEndsLoadRow, error) {
 	return c.m.queries.EpochEndsLoad(ctx, tx, db.EpochEndsLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
-}
-
-// applyEpochEnds raises the cached partition's epoch ends to rows.
-func applyEpochEnds(p *memPartition, rows []db.EpochEndsLoadRow) {
-	for _, r := range rows {
-		p.raiseEpochEnd(LeaderEpoch(r.Epoch), r.EndOffset)
-	}
 }
 
 // readOptional runs a read of at most one row on the reader pool: no row is

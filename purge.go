@@ -108,11 +108,7 @@ func (m *PgManager) PurgeForgotten(ctx context.Context, olderThan time.Duration)
 			for i, id := range r.TopicIds {
 				tp := TopicIDPartition{TopicID: uuid.UUID(id), Topic: r.Topics[i], Partition: r.Partitions[i]}
 				version := r.Versions[i]
-				m.cache.applied(tp, ownWrite{order: version, xid: r.Xid}, func(mp *memPartition) {
-					mp.deleteState, mp.deleteVersion = partitionDeleteNone, version
-					clear(mp.segments)
-					clear(mp.epochEnds)
-				})
+				m.cache.applied(tp, ownWrite{order: version, xid: r.Xid}, func(d *cachedData) { d.purged(version) })
 			}
 		}
 		// Stop when a round found nothing: a batch that deleted fewer than
@@ -297,10 +293,9 @@ func (m *InMemoryManager) purgePartition(key partitionKey) int64 {
 	delete(m.deletedAt, key)
 	if p := m.partitions[key]; p != nil {
 		p.version++
-		p.deleteState = partitionDeleteNone
-		clear(p.segments)
-		p.epochEnds = nil
-		p.changed()
+		p.DeleteState = int8(partitionDeleteNone)
+		p.Empty()
+		p.Changed()
 	}
 	return n
 }
