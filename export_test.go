@@ -8,61 +8,52 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/cache"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/partition"
 )
 
 // Test hooks into PgManager's cache.
 
-// CacheTestSignals are the cache's test signals (pgcache.go).
-type CacheTestSignals = cacheTestHooks
+// CacheTestSignals are the cache's test signals (internal/cache).
+type CacheTestSignals = cache.TestSignals
 
 // Cached reports whether the manager has a cache (WithCache).
 func (m *PgManager) Cached() bool { return m.cache != nil }
 
 // TestSignals returns the cache's test signals; they keep their events
 // once the test calls their Init.
-func (m *PgManager) TestSignals() *CacheTestSignals { return &m.cache.test }
+func (m *PgManager) TestSignals() *CacheTestSignals { return m.cache.TestSignals() }
 
 // DropNotifications makes the cache's listener ignore every notification,
 // as if they were lost.
-func (m *PgManager) DropNotifications(drop bool) { m.cache.test.dropNotifications.Store(drop) }
+func (m *PgManager) DropNotifications(drop bool) { m.cache.DropNotifications(drop) }
 
 // BeforeCatchUp runs hook before each catch-up of a cached partition
 // (loaded is false for the load). Set it before assigning partitions.
 func (m *PgManager) BeforeCatchUp(hook func(tp TopicIDPartition, loaded bool)) {
-	m.cache.mu.Lock()
-	defer m.cache.mu.Unlock()
-	m.cache.test.beforeCatchUp = hook
+	m.cache.BeforeCatchUp(func(tp partition.TopicIDPartition, loaded bool) { hook(TopicIDPartition(tp), loaded) })
 }
 
 // AfterCatchUpRead runs hook after each catch-up's reads, before the
 // catch-up applies them (reload is true when it read the whole partition
 // again).
 func (m *PgManager) AfterCatchUpRead(hook func(tp TopicIDPartition, reload bool)) {
-	m.cache.mu.Lock()
-	defer m.cache.mu.Unlock()
-	m.cache.test.afterRead = hook
+	m.cache.AfterCatchUpRead(func(tp partition.TopicIDPartition, reload bool) { hook(TopicIDPartition(tp), reload) })
 }
 
 // DiscardPendingCatchUp discards the catch-up of tp asked for and not
 // started, if any.
 func (m *PgManager) DiscardPendingCatchUp(tp TopicIDPartition) {
-	m.cache.mu.RLock()
-	defer m.cache.mu.RUnlock()
-	if cp := m.cache.partitions[keyOf(tp)]; cp != nil {
-		select {
-		case <-cp.woken:
-		default:
-		}
-	}
+	m.cache.DiscardPendingCatchUp(partition.TopicIDPartition(tp))
 }
 
 // ListenerConnections returns how many times the cache's listener has
 // listened since the cache started.
-func (m *PgManager) ListenerConnections() int64 { return m.cache.test.connections.Load() }
+func (m *PgManager) ListenerConnections() int64 { return m.cache.ListenerConnections() }
 
 // Listening reports whether the cache's listener is connected and listening.
-func (m *PgManager) Listening() bool { return m.cache.test.listening.Load() }
+func (m *PgManager) Listening() bool { return m.cache.Listening() }
 
 // SnapshotForTest returns a snapshot of the primary taken now, as the
 // cache keeps one: the writes committed after it are those it does not see.
@@ -123,21 +114,18 @@ func (m *PgManager) PollForTest(ctx context.Context, after string, tps ...TopicI
 // CachedSnapshot returns the snapshot tp's cache was last brought up to
 // ("" when not loaded), without asking the database or waking the follower.
 func (m *PgManager) CachedSnapshot(tp TopicIDPartition) string {
-	after, _, loaded := m.cache.cursor(tp)
+	after, _, loaded := m.cache.Cursor(partition.TopicIDPartition(tp))
 	if !loaded {
 		return ""
 	}
-	return after.text
+	return after.Text()
 }
 
 // CacheHoldsSegment reports whether tp's cache holds segment id at its
 // stored last_version or newer (forgotten included), without asking the
 // database.
 func (m *PgManager) CacheHoldsSegment(tp TopicIDPartition, id uuid.UUID, lastVersion int64) bool {
-	m.cache.mu.RLock()
-	defer m.cache.mu.RUnlock()
-	cp := m.cache.partitions[keyOf(tp)]
-	return cp != nil && cp.data != nil && cp.data.holdsWrite(id, lastVersion)
+	return m.cache.HoldsSegment(partition.TopicIDPartition(tp), id, lastVersion)
 }
 
 // PurgesInBackground reports whether the manager runs the background purge.

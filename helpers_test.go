@@ -18,6 +18,7 @@ import (
 
 	rs "github.com/krabka/remotestorage"
 	"github.com/krabka/remotestorage/internal/dbuuid"
+	"github.com/krabka/remotestorage/internal/partition"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/plancheck"
 	"github.com/krabka/remotestorage/internal/rstest"
@@ -88,7 +89,7 @@ func requireMigratedOnce(t *testing.T, pool *pgxpool.Pool) {
 // caughtUp returns m's cache's CaughtUp signal, initialised: a test checks
 // the state it waits for, then waits for the next catch-up while it does
 // not hold (WaitUntil).
-func caughtUp(m *rs.PgManager) *testsignal.Signal[rs.TopicIDPartition] {
+func caughtUp(m *rs.PgManager) *testsignal.Signal[partition.TopicIDPartition] {
 	signals := m.TestSignals()
 	signals.Init()
 	return &signals.CaughtUp

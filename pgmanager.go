@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/cache"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/partition"
 )
@@ -29,10 +30,10 @@ type PgManager struct {
 	reader  *pgxpool.Pool // where queries go: the replica, or pool
 	queries *db.Queries
 	opts    options
-	cache   *pgCache  // nil without WithCache
-	notify  *notifier // tells other caches of this manager's writes, after commit
-	side    *sideConn // the connection of the manager's background statements
-	purger  *purger   // the background purge (purge.go); nil when off
+	cache   *cache.Cache    // nil without WithCache
+	notify  *cache.Notifier // tells other caches of this manager's writes, after commit
+	side    *cache.SideConn // the connection of the manager's background statements
+	purger  *purger         // the background purge (purge.go); nil when off
 	purged  atomic.Int64
 }
 
@@ -50,14 +51,14 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 		return nil, err
 	}
 	m := &PgManager{pool: pool, reader: pool, queries: db.New(), opts: newOptions(opts)}
-	m.side = &sideConn{pool: pool}
-	m.notify = newNotifier(m.side, m.logWarn)
+	m.side = cache.NewSideConn(pool)
+	m.notify = cache.NewNotifier(m.side, m.logWarn)
 	if m.opts.readReplica != nil {
 		m.reader = m.opts.readReplica
 	}
 	m.warnClosesOnCancel()
 	if m.opts.cache {
-		m.cache = newPgCache(m)
+		m.cache = cache.New(m.cacheConfig())
 	}
 	m.purger = startPurger(m)
 	return m, nil
@@ -68,11 +69,25 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 // and loaders). The pools are left open.
 func (m *PgManager) Close() {
 	m.purger.stop()
-	m.notify.close()
+	m.notify.Close()
 	if m.cache != nil {
-		m.cache.close()
+		m.cache.Close()
 	}
-	m.side.close()
+	m.side.Close()
+}
+
+// cacheConfig is what the cache needs of the manager.
+func (m *PgManager) cacheConfig() cache.Config {
+	interval := DefaultCachePollInterval
+	if m.opts.cachePollSet {
+		interval = m.opts.cachePoll
+	}
+	return cache.Config{
+		Pool: m.pool, Queries: m.queries, Side: m.side,
+		Warn: m.logWarn, Info: m.logInfo, Logger: m.opts.logger,
+		ListenerConnConfig: m.opts.listenerConnConfig,
+		PollInterval:       interval, Loaders: m.opts.cacheLoaders,
+	}
 }
 
 // logWarn logs what the manager's background work could not do, through
@@ -90,23 +105,15 @@ func (m *PgManager) logInfo(msg string, args ...any) {
 	}
 }
 
-// ownWrite identifies a write this manager committed: its write order
-// (rlmm_versions, which its notification carries) and its transaction id
-// (which tells a cache's snapshot whether it holds the write).
-type ownWrite struct {
-	order int64
-	xid   uint64
-}
-
 // committed records a write that committed: in this manager's cache first
 // (so the write is there before the call returns, and this manager's own
 // listener, hearing of it, finds nothing to catch up), then in the queue
 // of notifications for the others.
-func (m *PgManager) committed(tp TopicIDPartition, w ownWrite, write func(d *cachedData)) {
+func (m *PgManager) committed(tp TopicIDPartition, w cache.OwnWrite, write func(d *cache.Data)) {
 	if m.cache != nil {
-		m.cache.applied(tp, w, write)
+		m.cache.Applied(partition.TopicIDPartition(tp), w, write)
 	}
-	m.notify.notify(tp, w.order)
+	m.notify.Notify(keyOf(tp), w.Order)
 }
 
 // OnPartitionLeadershipChanges is Kafka's assignment hook: the manager
@@ -116,7 +123,7 @@ func (m *PgManager) committed(tp TopicIDPartition, w ownWrite, write func(d *cac
 // to the database whether or not the manager consumes the partition.
 func (m *PgManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, followers []TopicIDPartition) error {
 	if m.cache != nil {
-		m.cache.assign(append(append([]TopicIDPartition{}, leaders...), followers...))
+		m.cache.Assign(cacheTPs(append(append([]TopicIDPartition{}, leaders...), followers...)))
 	}
 	return nil
 }
@@ -125,9 +132,18 @@ func (m *PgManager) OnPartitionLeadershipChanges(ctx context.Context, leaders, f
 // consumes: the cache drops them (nothing to do without WithCache).
 func (m *PgManager) OnStopPartitions(ctx context.Context, partitions []TopicIDPartition) error {
 	if m.cache != nil {
-		m.cache.stop(partitions)
+		m.cache.Stop(cacheTPs(partitions))
 	}
 	return nil
+}
+
+// cacheTPs converts tps for the cache.
+func cacheTPs(tps []TopicIDPartition) []partition.TopicIDPartition {
+	out := make([]partition.TopicIDPartition, len(tps))
+	for i, tp := range tps {
+		out[i] = partition.TopicIDPartition(tp)
+	}
+	return out
 }
 
 // segmentFromCache answers a query for one segment from the cache, as
@@ -142,12 +158,17 @@ func (m *PgManager) segmentFromCache(tp TopicIDPartition, query func(p *partitio
 }
 
 // fromCache answers query from the cache when the manager caches tp.
-// served is false when it does not (the caller asks the database).
+// served is false when it does not (the caller asks the database); the
+// error is ErrNotReady while tp loads.
 func (m *PgManager) fromCache(tp TopicIDPartition, query func(p *partition.Partition)) (served bool, err error) {
 	if m.cache == nil {
 		return false, nil
 	}
-	return m.cache.read(tp, query)
+	consumed, loaded := m.cache.Read(partition.TopicIDPartition(tp), query)
+	if consumed && !loaded {
+		return true, newError(ErrNotReady, "partition %s is still loading", tp)
+	}
+	return consumed, nil
 }
 
 // uniqueSegmentIDConstraints are the constraints a taken segment id violates.
@@ -187,8 +208,8 @@ func (m *PgManager) AddRemoteLogSegmentMetadata(ctx context.Context, s RemoteLog
 	}
 	params.MaxSegmentSpan = s.EndOffset - s.StartOffset
 	added := func(row db.SegmentAddRow) {
-		m.committed(s.SegmentID.TopicIDPartition, ownWrite{order: row.AddedVersion, xid: row.Xid}, func(d *cachedData) {
-			d.put(newSegment(s.clone(), row.AddedVersion, 0, row.AddedVersion), row.Xid)
+		m.committed(s.SegmentID.TopicIDPartition, cache.OwnWrite{Order: row.AddedVersion, Xid: row.Xid}, func(d *cache.Data) {
+			d.Put(newSegment(s.clone(), row.AddedVersion, 0, row.AddedVersion), row.Xid)
 		})
 	}
 	add := func(ctx context.Context, tx db.DBTX) (db.SegmentAddRow, error) {
@@ -246,8 +267,8 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 	// caller's deadline could cut short.
 	updated := func(row db.SegmentUpdateRow) {
 		s := segmentFromUpdate(u, row)
-		m.committed(u.SegmentID.TopicIDPartition, ownWrite{order: row.WriteOrder, xid: row.Xid}, func(d *cachedData) {
-			d.put(s, row.Xid)
+		m.committed(u.SegmentID.TopicIDPartition, cache.OwnWrite{Order: row.WriteOrder, Xid: row.Xid}, func(d *cache.Data) {
+			d.Put(s, row.Xid)
 			if u.State == CopySegmentFinished {
 				d.RaiseEpochEnds(s) // as EpochEndOffset counts the finished segments
 			}
@@ -309,7 +330,7 @@ func refusedBeforeTheLock(row db.SegmentUpdateRow, allowed []int16) bool {
 // row the update statement returned.
 func segmentFromUpdate(u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow) *partition.Segment {
 	tp := u.SegmentID.TopicIDPartition
-	return cacheSegmentFromRow(db.RlmmSegment{
+	return cache.SegmentFromRow(db.RlmmSegment{
 		TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, SegmentID: dbuuid.UUID(u.SegmentID.ID), Topic: row.Topic,
 		StartOffset: row.StartOffset, EndOffset: row.EndOffset, MaxTimestampMs: row.MaxTimestampMs,
 		BrokerID: u.BrokerID, EventTimestampMs: u.EventTimestampMs, SegmentSizeBytes: row.SegmentSizeBytes,
@@ -356,8 +377,8 @@ func (m *PgManager) PutRemotePartitionDeleteMetadata(ctx context.Context, d Remo
 			return partitionDeleteRow(row), err
 		}
 	}
-	stored := func(w ownWrite) {
-		m.committed(tp, w, func(cd *cachedData) { cd.putDeleteState(int8(d.State), w.order) })
+	stored := func(w cache.OwnWrite) {
+		m.committed(tp, w, func(cd *cache.Data) { cd.PutDeleteState(int8(d.State), w.Order) })
 	}
 	afterward := func(row partitionDeleteRow, err error) {
 		if err == nil && row.DeleteVersion >= 0 {
@@ -390,7 +411,9 @@ type partitionDeleteRow struct {
 	Xid           uint64
 }
 
-func (r partitionDeleteRow) ownWrite() ownWrite { return ownWrite{order: r.DeleteVersion, xid: r.Xid} }
+func (r partitionDeleteRow) ownWrite() cache.OwnWrite {
+	return cache.OwnWrite{Order: r.DeleteVersion, Xid: r.Xid}
+}
 
 // RemoteLogSegmentMetadata returns the finished segment holding offset for
 // epoch, in one indexed statement.
@@ -498,7 +521,7 @@ func (m *PgManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp TopicID
 // consume.
 func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, error) {
 	if m.cache != nil {
-		after, consumed, loaded := m.cache.cursor(tp)
+		after, consumed, loaded := m.cache.Cursor(partition.TopicIDPartition(tp))
 		switch {
 		case !consumed:
 			return false, nil
@@ -509,16 +532,16 @@ func (m *PgManager) CaughtUp(ctx context.Context, tp TopicIDPartition) (bool, er
 		// returns at once and does not cost a plain pool its connection.
 		row, err := runStatement(ctx, m.pool, func(ctx context.Context, tx db.DBTX) (db.PartitionCacheCheckRow, error) {
 			return m.queries.PartitionCacheCheck(ctx, tx, db.PartitionCacheCheckParams{
-				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.text,
+				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.Text(),
 			})
 		}, nil)
 		if err != nil {
 			return false, ioError(ctx, err, "read the changes of %s on the primary", tp)
 		}
-		if m.cache.holds(tp, after, row) {
+		if m.cache.Holds(partition.TopicIDPartition(tp), after, row) {
 			return true, nil
 		}
-		m.cache.wake(tp) // a notification was missed or is in flight, or the data was reset
+		m.cache.Wake(partition.TopicIDPartition(tp)) // a notification was missed or is in flight, or the data was reset
 		return false, nil
 	}
 	if m.reader == m.pool {
@@ -629,13 +652,6 @@ func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epo
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 		})
 	}, "end offset of epoch %d in %s", epoch, tp)
-}
-
-// readEpochEnds reads, in a load's snapshot tx, the partition's epoch ends
-// that its live segments do not give: the purged and the forgotten
-// segments' (pgCache.readChanges).
-func (c *pgCache) readEpochEnds(ctx context.Context, tx pgx.Tx, tp TopicIDPartition) ([]db.EpochEndsLoadRow, error) {
-	return c.m.queries.EpochEndsLoad(ctx, tx, db.EpochEndsLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 }
 
 // readOptional runs a read of at most one row on the reader pool: no row is

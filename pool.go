@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/krabka/remotestorage/internal/backoff"
 )
 
 // Defaults of ConfigurePool.
@@ -155,7 +157,7 @@ func ConfigurePool(cfg *pgxpool.Config, opts ...PoolOption) {
 	if cc.ConnectTimeout <= 0 {
 		cc.ConnectTimeout = DefaultConnectTimeout
 	}
-	b := &connectBackoff{delay: backoff{min: o.backoffMin, max: max(o.backoffMin, o.backoffMax)}, connectTimeout: cc.ConnectTimeout}
+	b := &connectBackoff{delay: backoff.Backoff{Min: o.backoffMin, Max: max(o.backoffMin, o.backoffMax)}, connectTimeout: cc.ConnectTimeout}
 	if cc.Tracer == nil {
 		cc.Tracer = b
 	} else {
@@ -195,9 +197,9 @@ type connectBackoff struct {
 	connectTimeout time.Duration
 
 	mu         sync.Mutex
-	delay      backoff   // its failures count the consecutive failed attempts; 0: closed
-	retryAt    time.Time // no attempt before this
-	probeSince time.Time // a probe is running since then; zero: none
+	delay      backoff.Backoff // its failures count the consecutive failed attempts; 0: closed
+	retryAt    time.Time       // no attempt before this
+	probeSince time.Time       // a probe is running since then; zero: none
 }
 
 // errConnectBackoff refuses a connection attempt during the backoff.
@@ -218,15 +220,15 @@ func (e *errConnectBackoff) SafeToRetry() bool { return true }
 func (b *connectBackoff) admit() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.delay.failures == 0 {
+	if b.delay.Failures() == 0 {
 		return nil
 	}
 	now := time.Now()
 	// A probe that never reported back (a connect that failed before pgx
 	// traced it) stops blocking others after a connect timeout's worth.
-	probing := !b.probeSince.IsZero() && now.Sub(b.probeSince) < b.connectTimeout+b.delay.max
+	probing := !b.probeSince.IsZero() && now.Sub(b.probeSince) < b.connectTimeout+b.delay.Max
 	if probing || now.Before(b.retryAt) {
-		return &errConnectBackoff{failures: b.delay.failures, wait: max(0, b.retryAt.Sub(now))}
+		return &errConnectBackoff{failures: b.delay.Failures(), wait: max(0, b.retryAt.Sub(now))}
 	}
 	b.probeSince = now
 	return nil
@@ -238,13 +240,13 @@ func (b *connectBackoff) done(err error) {
 	defer b.mu.Unlock()
 	b.probeSince = time.Time{}
 	if err == nil {
-		b.delay.reset()
+		b.delay.Reset()
 		return
 	}
 	if errors.Is(err, context.Canceled) {
 		return // the caller gave up: says nothing about the server
 	}
-	b.retryAt = time.Now().Add(b.delay.next())
+	b.retryAt = time.Now().Add(b.delay.Next())
 }
 
 func (b *connectBackoff) TraceConnectStart(ctx context.Context, _ pgx.TraceConnectStartData) context.Context {

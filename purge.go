@@ -18,6 +18,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/cache"
+	"github.com/krabka/remotestorage/internal/partition"
 )
 
 // DefaultForgottenRetention is how long a forgotten segment is kept before
@@ -106,9 +108,9 @@ func (m *PgManager) PurgeForgotten(ctx context.Context, olderThan time.Duration)
 			// delete_version moved, and the round notified it; this
 			// manager's cache applies it at once.
 			for i, id := range r.TopicIds {
-				tp := TopicIDPartition{TopicID: uuid.UUID(id), Topic: r.Topics[i], Partition: r.Partitions[i]}
+				tp := partition.TopicIDPartition{TopicID: uuid.UUID(id), Topic: r.Topics[i], Partition: r.Partitions[i]}
 				version := r.Versions[i]
-				m.cache.applied(tp, ownWrite{order: version, xid: r.Xid}, func(d *cachedData) { d.purged(version) })
+				m.cache.Applied(tp, cache.OwnWrite{Order: version, Xid: r.Xid}, func(d *cache.Data) { d.Purged(version) })
 			}
 		}
 		// Stop when a round found nothing: a batch that deleted fewer than

@@ -45,7 +45,7 @@ type PurgeRoundRow struct {
 // purges never pick the same row. Every segment deleted takes its epoch
 // rows with it (the foreign key's ON DELETE CASCADE), and marks its
 // partition's vanished_xid, which tells caches whose snapshot may not see
-// it to reload the partition rather than catch up (pgcache.go).
+// it to reload the partition rather than catch up (internal/cache).
 // One round: the segments deleted, and the partitions whose delete record
 // it took (adds work again), with their new delete_version; and the
 // round's transaction id.

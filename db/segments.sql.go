@@ -124,8 +124,8 @@ type SegmentAddRow struct {
 // added: delete_state then says why (-1 and no record: a concurrent first
 // add created the partition row after this statement's snapshot; try
 // again). A taken segment id fails on rlmm_segments_segment_id_key. The
-// manager notifies rlmm_changes after the commit (notifier.go), outside
-// this transaction.
+// manager notifies rlmm_changes after the commit (internal/cache/notifier.go),
+// outside this transaction.
 func (q *Queries) SegmentAdd(ctx context.Context, db DBTX, arg SegmentAddParams) (SegmentAddRow, error) {
 	row := db.QueryRow(ctx, segmentAdd,
 		arg.TopicID,

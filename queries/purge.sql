@@ -11,7 +11,7 @@
 -- purges never pick the same row. Every segment deleted takes its epoch
 -- rows with it (the foreign key's ON DELETE CASCADE), and marks its
 -- partition's vanished_xid, which tells caches whose snapshot may not see
--- it to reload the partition rather than catch up (pgcache.go).
+-- it to reload the partition rather than catch up (internal/cache).
 
 -- name: PurgeRound :one
 -- One round: the segments deleted, and the partitions whose delete record

@@ -36,8 +36,8 @@
 -- added: delete_state then says why (-1 and no record: a concurrent first
 -- add created the partition row after this statement's snapshot; try
 -- again). A taken segment id fails on rlmm_segments_segment_id_key. The
--- manager notifies rlmm_changes after the commit (notifier.go), outside
--- this transaction.
+-- manager notifies rlmm_changes after the commit (internal/cache/notifier.go),
+-- outside this transaction.
 WITH existing AS MATERIALIZED (
     SELECT p.delete_state, p.max_segment_span FROM rlmm_partitions p
     WHERE p.topic_id = @topic_id::uuid AND p.partition = @partition::integer

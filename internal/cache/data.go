@@ -1,4 +1,4 @@
-package remotestorage
+package cache
 
 import (
 	"github.com/google/uuid"
@@ -6,13 +6,13 @@ import (
 	"github.com/krabka/remotestorage/internal/partition"
 )
 
-// cachedData is the data of a cached partition: the reference partition
+// Data is the data of a cached partition: the reference partition
 // the queries read, with what keeping it fresh needs on top: the write
 // order of its delete record, and the tombstones of the segments forgotten
 // by a write that the cache's snapshot does not see yet, so that an older
 // row from a catch-up in flight cannot bring one back. Its cache's lock
 // guards it.
-type cachedData struct {
+type Data struct {
 	*partition.Partition
 	deleteVersion int64                   // the write order of the delete record
 	forgotten     map[uuid.UUID]tombstone // pruned once the snapshot sees them
@@ -25,14 +25,14 @@ type tombstone struct {
 	xid         uint64
 }
 
-func newCachedData() *cachedData {
-	return &cachedData{Partition: partition.New(), forgotten: make(map[uuid.UUID]tombstone)}
+func newData() *Data {
+	return &Data{Partition: partition.New(), forgotten: make(map[uuid.UUID]tombstone)}
 }
 
-// put stores the cache's copy of a write to s, made in transaction xid,
+// Put stores the cache's copy of a write to s, made in transaction xid,
 // unless the partition already holds a newer write of the segment. A
 // forgotten segment leaves memory, and leaves a tombstone.
-func (d *cachedData) put(s *partition.Segment, xid uint64) {
+func (d *Data) Put(s *partition.Segment, xid uint64) {
 	id := s.ID
 	if !d.newer(id, s.LastVersion) {
 		return
@@ -47,7 +47,7 @@ func (d *cachedData) put(s *partition.Segment, xid uint64) {
 
 // newer reports whether a write of segment id at lastVersion is newer than
 // what the partition holds of it.
-func (d *cachedData) newer(id uuid.UUID, lastVersion int64) bool {
+func (d *Data) newer(id uuid.UUID, lastVersion int64) bool {
 	if old := d.Segment(id); old != nil {
 		return old.LastVersion < lastVersion
 	}
@@ -57,7 +57,7 @@ func (d *cachedData) newer(id uuid.UUID, lastVersion int64) bool {
 
 // holdsWrite reports whether the partition holds the write of segment id
 // at lastVersion, or a newer one.
-func (d *cachedData) holdsWrite(id uuid.UUID, lastVersion int64) bool {
+func (d *Data) holdsWrite(id uuid.UUID, lastVersion int64) bool {
 	if old := d.Segment(id); old != nil {
 		return old.LastVersion >= lastVersion
 	}
@@ -67,7 +67,7 @@ func (d *cachedData) holdsWrite(id uuid.UUID, lastVersion int64) bool {
 
 // pruneForgotten drops the tombstones that the cache's snapshot after
 // sees: no catch-up brings an older row of theirs any more.
-func (d *cachedData) pruneForgotten(after snapshot) {
+func (d *Data) pruneForgotten(after Snapshot) {
 	for id, t := range d.forgotten {
 		if after.sees(t.xid) {
 			delete(d.forgotten, id)
@@ -75,17 +75,17 @@ func (d *cachedData) pruneForgotten(after snapshot) {
 	}
 }
 
-// putDeleteState stores the partition-delete state written at write order
+// PutDeleteState stores the partition-delete state written at write order
 // order, unless the partition holds a newer one.
-func (d *cachedData) putDeleteState(state int8, order int64) {
+func (d *Data) PutDeleteState(state int8, order int64) {
 	if order > d.deleteVersion {
 		d.DeleteState, d.deleteVersion = state, order
 	}
 }
 
-// purged applies a purge that took the partition's delete record at write
+// Purged applies a purge that took the partition's delete record at write
 // order order, with every segment and epoch end it held.
-func (d *cachedData) purged(order int64) {
+func (d *Data) Purged(order int64) {
 	d.DeleteState, d.deleteVersion = partition.DeleteNone, order
 	d.Empty()
 }

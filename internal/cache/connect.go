@@ -1,4 +1,4 @@
-package remotestorage
+package cache
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package remotestorage
+package cache
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/krabka/remotestorage/internal/backoff"
 )
 
 // listenerProbeTimeout bounds the wait for the probe notification. Heard,
@@ -27,11 +29,11 @@ const listenerWarning = "remotestorage: the cache's LISTEN connection did not he
 // listenerConnConfig returns the configuration of the listener's
 // connection: WithListenerConnConfig's, else the pool's, with a probe run
 // after connecting that warns when notifications would not arrive.
-func (c *pgCache) listenerConnConfig() *pgx.ConnConfig {
-	if cfg := c.m.opts.listenerConnConfig; cfg != nil {
+func (c *Cache) listenerConnConfig() *pgx.ConnConfig {
+	if cfg := c.cfg.ListenerConnConfig; cfg != nil {
 		return cfg.Copy()
 	}
-	cfg := c.m.pool.Config().ConnConfig.Copy()
+	cfg := c.cfg.Pool.Config().ConnConfig.Copy()
 	after := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 		if after != nil {
@@ -49,7 +51,7 @@ func (c *pgCache) listenerConnConfig() *pgx.ConnConfig {
 // through the manager's pool (another client connection), and warns unless
 // conn hears it. Any failure only skips the check: the listener's own
 // LISTEN reports a broken connection.
-func (c *pgCache) probeListener(ctx context.Context, conn *pgconn.PgConn) {
+func (c *Cache) probeListener(ctx context.Context, conn *pgconn.PgConn) {
 	var random [8]byte
 	_, _ = rand.Read(random[:])
 	channel := "rlmm_listener_probe_" + hex.EncodeToString(random[:])
@@ -57,7 +59,7 @@ func (c *pgCache) probeListener(ctx context.Context, conn *pgconn.PgConn) {
 		return
 	}
 	defer func() { _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+channel).Close() }()
-	if _, err := c.m.pool.Exec(ctx, "SELECT pg_notify($1, 'probe')", channel); err != nil {
+	if _, err := c.cfg.Pool.Exec(ctx, "SELECT pg_notify($1, 'probe')", channel); err != nil {
 		return
 	}
 	wait, cancel := context.WithTimeout(ctx, listenerProbeTimeout)
@@ -67,7 +69,7 @@ func (c *pgCache) probeListener(ctx context.Context, conn *pgconn.PgConn) {
 	if err == nil || ctx.Err() != nil {
 		return // heard (nothing else is listened to yet), or shutting down
 	}
-	logger := c.m.opts.logger
+	logger := c.cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -82,15 +84,15 @@ func (c *pgCache) probeListener(ctx context.Context, conn *pgconn.PgConn) {
 // It logs when it stops listening and when it listens again, not each
 // failed attempt in between: meanwhile queries keep answering from the
 // cache, and the poll and CaughtUp keep it honest.
-func (c *pgCache) listen() {
-	backoff := newBackoff()
+func (c *Cache) listen() {
+	retry := backoff.New()
 	failed := 0 // attempts since the listener last listened
 	listening := func() {
 		if failed > 0 {
-			c.m.logInfo("the cache's listener listens again", "failed_attempts", failed)
+			c.cfg.Info("the cache's listener listens again", "failed_attempts", failed)
 		}
 		failed = 0
-		backoff.reset()
+		retry.Reset()
 	}
 	for c.ctx.Err() == nil {
 		err := c.listenOnce(listening)
@@ -98,24 +100,24 @@ func (c *pgCache) listen() {
 			return
 		}
 		if failed == 0 {
-			c.m.logWarn("the cache's listener is not listening; it retries with backoff, and until then the cache catches up by its poll and CaughtUp", "error", err)
+			c.cfg.Warn("the cache's listener is not listening; it retries with backoff, and until then the cache catches up by its poll and CaughtUp", "error", err)
 		}
 		failed++
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-time.After(backoff.next()):
+		case <-time.After(retry.Next()):
 		}
 	}
 }
 
 // listenOnce connects and listens until the connection fails, calling
 // listening once the LISTEN holds.
-func (c *pgCache) listenOnce(listening func()) error {
+func (c *Cache) listenOnce(listening func()) error {
 	connect := pgx.ConnectConfig // WithListenerConnConfig: straight to its server
-	if c.m.opts.listenerConnConfig == nil {
+	if c.cfg.ListenerConnConfig == nil {
 		connect = func(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
-			return connectLikePool(ctx, c.m.pool, cfg)
+			return connectLikePool(ctx, c.cfg.Pool, cfg)
 		}
 	}
 	conn, err := connect(c.ctx, c.listenerConnConfig())
@@ -133,14 +135,14 @@ func (c *pgCache) listenOnce(listening func()) error {
 		cp.wake()
 	}
 	c.mu.Unlock()
-	c.test.Listening.Signal(int(c.test.connections.Add(1)))
+	c.test.signals.Listening.Signal(int(c.test.connections.Add(1)))
 	listening()
 	for {
 		n, err := conn.WaitForNotification(c.ctx)
 		if err != nil {
 			return err
 		}
-		c.test.Heard.Signal(n.Payload)
+		c.test.signals.Heard.Signal(n.Payload)
 		if c.test.dropNotifications.Load() {
 			continue
 		}

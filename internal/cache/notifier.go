@@ -1,4 +1,4 @@
-package remotestorage
+package cache
 
 import (
 	"context"
@@ -6,20 +6,23 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/krabka/remotestorage/internal/backoff"
+	"github.com/krabka/remotestorage/internal/partition"
 )
 
-// notifier tells other managers' caches of this manager's writes, after
+// Notifier tells other managers' caches of this manager's writes, after
 // they commit: on a connection of its own, one statement notifies every
 // partition written since its previous send, so no write statement calls
 // pg_notify (whose commits PostgreSQL serialises on one global lock). A lost
 // notification only delays a cache: docs/SCALING.md ("How the cache stays
 // fresh") says what bounds it.
-type notifier struct {
-	side *sideConn
+type Notifier struct {
+	side *SideConn
 	log  func(msg string, args ...any)
 
 	mu      sync.Mutex
-	pending map[partitionKey]int64 // the newest version written per partition
+	pending map[partition.Key]int64 // the newest version written per partition
 	started bool
 	closing bool
 	woken   chan struct{} // capacity 1: a pending wake-up of the sender
@@ -28,15 +31,14 @@ type notifier struct {
 	done    chan struct{}
 }
 
-func newNotifier(side *sideConn, log func(msg string, args ...any)) *notifier {
+func NewNotifier(side *SideConn, log func(msg string, args ...any)) *Notifier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &notifier{side: side, log: log, pending: make(map[partitionKey]int64), woken: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &Notifier{side: side, log: log, pending: make(map[partition.Key]int64), woken: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
-// notify queues the news that tp reached version. It never blocks; the
-// sender starts with the first write.
-func (n *notifier) notify(tp TopicIDPartition, version int64) {
-	key := keyOf(tp)
+// Notify queues the news that partition key reached version. It never
+// blocks; the sender starts with the first write.
+func (n *Notifier) Notify(key partition.Key, version int64) {
 	n.mu.Lock()
 	if n.ctx.Err() != nil {
 		n.mu.Unlock()
@@ -53,10 +55,10 @@ func (n *notifier) notify(tp TopicIDPartition, version int64) {
 	n.wake()
 }
 
-// close stops the sender once it has sent what is queued, or after a
+// Close stops the sender once it has sent what is queued, or after a
 // second at most. It may be called again, and concurrently: every call
 // returns once the sender, if one ever started, has stopped.
-func (n *notifier) close() {
+func (n *Notifier) Close() {
 	n.mu.Lock()
 	started := n.started
 	n.started, n.closing = true, true // no sender starts after close
@@ -75,9 +77,9 @@ func (n *notifier) close() {
 	n.cancel()
 }
 
-func (n *notifier) run() {
+func (n *Notifier) run() {
 	defer close(n.done)
-	backoff := newBackoff()
+	retry := backoff.New()
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -86,7 +88,7 @@ func (n *notifier) run() {
 		}
 		n.mu.Lock()
 		batch, closing := n.pending, n.closing
-		n.pending = make(map[partitionKey]int64, len(batch))
+		n.pending = make(map[partition.Key]int64, len(batch))
 		n.mu.Unlock()
 		if len(batch) == 0 {
 			if closing {
@@ -100,17 +102,17 @@ func (n *notifier) run() {
 			select {
 			case <-n.ctx.Done():
 				return
-			case <-time.After(backoff.next()):
+			case <-time.After(retry.Next()):
 			}
 		} else {
-			backoff.reset()
+			retry.Reset()
 		}
 		n.wake() // what came in meanwhile, or the close
 	}
 }
 
 // wake asks the sender to look at what is queued, without waiting.
-func (n *notifier) wake() {
+func (n *Notifier) wake() {
 	select {
 	case n.woken <- struct{}{}:
 	default:
@@ -118,7 +120,7 @@ func (n *notifier) wake() {
 }
 
 // requeue puts back a batch that could not be sent, under newer versions.
-func (n *notifier) requeue(batch map[partitionKey]int64) {
+func (n *Notifier) requeue(batch map[partition.Key]int64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for k, v := range batch {
@@ -129,14 +131,14 @@ func (n *notifier) requeue(batch map[partitionKey]int64) {
 }
 
 // send notifies every partition of batch in one statement.
-func (n *notifier) send(batch map[partitionKey]int64) error {
+func (n *Notifier) send(batch map[partition.Key]int64) error {
 	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 	defer cancel()
 	payloads := make([]string, 0, len(batch))
 	for k, v := range batch {
 		payloads = append(payloads, notificationPayload(k, v))
 	}
-	return n.side.do(ctx, func(conn *pgx.Conn) error {
+	return n.side.Do(ctx, func(conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", notifyChannel, payloads)
 		return err
 	})

@@ -1,4 +1,4 @@
-package remotestorage
+package cache
 
 import (
 	"context"
@@ -8,20 +8,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// sideConn is a manager's connection for its own background statements
+// SideConn is a manager's connection for its own background statements
 // (notifications, the cache's poll): opened on first use, as the
 // pool opens its connections, but tracing only the connect, not the
 // statements (they are not the caller's), and never
 // taking a connection the callers' pool may be short of. One statement at
 // a time; a failed statement closes it, the next use reopens it.
-type sideConn struct {
+type SideConn struct {
 	pool *pgxpool.Pool
 
 	mu   sync.Mutex
 	conn *pgx.Conn
 }
 
-func (c *sideConn) do(ctx context.Context, f func(conn *pgx.Conn) error) error {
+// NewSideConn returns the side connection of the manager whose primary is
+// pool. It connects on first use.
+func NewSideConn(pool *pgxpool.Pool) *SideConn { return &SideConn{pool: pool} }
+
+// Do runs f on the connection, opening it first when it is not open.
+func (c *SideConn) Do(ctx context.Context, f func(conn *pgx.Conn) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil || c.conn.IsClosed() {
@@ -41,7 +46,8 @@ func (c *sideConn) do(ctx context.Context, f func(conn *pgx.Conn) error) error {
 	return nil
 }
 
-func (c *sideConn) close() {
+// Close closes the connection, if open.
+func (c *SideConn) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn != nil {

@@ -1,4 +1,4 @@
-package remotestorage
+package cache
 
 import (
 	"fmt"
@@ -7,36 +7,36 @@ import (
 	"strings"
 )
 
-// snapshot is a PostgreSQL snapshot (pg_snapshot) as the cache keeps it:
+// Snapshot is a PostgreSQL snapshot (pg_snapshot) as the cache keeps it:
 // where its partition's change feed resumes. The transactions it sees are
 // those below xmin, and those below xmax not listed in xip; a row whose
 // last_xid it does not see was written after it (docs/SCALING.md, "How the
 // cache stays fresh").
-type snapshot struct {
+type Snapshot struct {
 	text       string   // as PostgreSQL prints it, "xmin:xmax:xip,…": what the statements take
 	xmin, xmax uint64   // the transactions below xmin had ended; those from xmax had not begun
 	xip        []uint64 // the transactions in between still running, sorted
 }
 
 // parseSnapshot reads pg_current_snapshot()'s text.
-func parseSnapshot(text string) (snapshot, error) {
+func parseSnapshot(text string) (Snapshot, error) {
 	parts := strings.Split(text, ":")
 	if len(parts) != 3 {
-		return snapshot{}, fmt.Errorf("snapshot %q: want xmin:xmax:xip", text)
+		return Snapshot{}, fmt.Errorf("snapshot %q: want xmin:xmax:xip", text)
 	}
-	s := snapshot{text: text}
+	s := Snapshot{text: text}
 	var err error
 	if s.xmin, err = strconv.ParseUint(parts[0], 10, 64); err != nil {
-		return snapshot{}, fmt.Errorf("snapshot %q: xmin: %w", text, err)
+		return Snapshot{}, fmt.Errorf("snapshot %q: xmin: %w", text, err)
 	}
 	if s.xmax, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
-		return snapshot{}, fmt.Errorf("snapshot %q: xmax: %w", text, err)
+		return Snapshot{}, fmt.Errorf("snapshot %q: xmax: %w", text, err)
 	}
 	if parts[2] != "" {
 		for x := range strings.SplitSeq(parts[2], ",") {
 			xid, err := strconv.ParseUint(x, 10, 64)
 			if err != nil {
-				return snapshot{}, fmt.Errorf("snapshot %q: xip: %w", text, err)
+				return Snapshot{}, fmt.Errorf("snapshot %q: xip: %w", text, err)
 			}
 			s.xip = append(s.xip, xid)
 		}
@@ -47,7 +47,7 @@ func parseSnapshot(text string) (snapshot, error) {
 
 // sees reports whether the snapshot sees the writes of transaction xid, one
 // that has committed: as pg_visible_in_snapshot.
-func (s snapshot) sees(xid uint64) bool {
+func (s Snapshot) sees(xid uint64) bool {
 	switch {
 	case xid < s.xmin:
 		return true
@@ -57,3 +57,6 @@ func (s snapshot) sees(xid uint64) bool {
 	_, running := slices.BinarySearch(s.xip, xid)
 	return !running
 }
+
+// Text is the snapshot as PostgreSQL prints it, which the statements take.
+func (s Snapshot) Text() string { return s.text }

@@ -1,9 +1,22 @@
-package remotestorage
+// Package cache is PgManager's cache (WithCache): the partitions a manager
+// consumes, held in memory as internal/partition's reference partitions and
+// kept fresh from the database's change feed (docs/SCALING.md, "How the
+// cache stays fresh"): the listener of LISTEN/NOTIFY, the notifier that
+// tells other managers' caches of this manager's writes, the snapshots the
+// change feed resumes from, and the side connection of the manager's
+// background statements.
+//
+// The root package builds a Cache from a Config (what the cache needs of
+// the manager: its pool, the generated queries, its side connection and
+// its logging), and calls Assign, Stop, Applied, Read, Cursor, Holds, Wake
+// and Close. The package does not import the root package.
+package cache
 
 import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,14 +25,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/krabka/remotestorage/db"
+	"github.com/krabka/remotestorage/internal/backoff"
 	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/partition"
-	"github.com/krabka/remotestorage/internal/testsignal"
 )
 
-// pgCache holds the partitions a PgManager consumes, and keeps them fresh
+// Cache holds the partitions a PgManager consumes, and keeps them fresh
 // as docs/SCALING.md ("How the cache stays fresh") describes: a cached
 // partition remembers the snapshot it last read in, and catches up by
 // reading, in one newer snapshot, the partition row and the segments whose
@@ -27,11 +41,11 @@ import (
 // whose snapshot may not see the partition's vanished_xid, or loaded at
 // another data generation, reloads the partition instead (rows a DBA or a
 // purge deleted leave nothing to read).
-type pgCache struct {
-	m *PgManager
+type Cache struct {
+	cfg Config
 
 	mu         sync.RWMutex
-	partitions map[partitionKey]*cachedPartition
+	partitions map[partition.Key]*cachedPartition
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -39,41 +53,53 @@ type pgCache struct {
 
 	loaders chan struct{} // a slot per load or catch-up running (WithCacheLoaders)
 
-	test cacheTestHooks
+	test testHooks
 }
 
-// cacheTestHooks are the cache's hooks and signals for tests
-// (export_test.go). Each does nothing unless a test sets or initialises it.
-type cacheTestHooks struct {
-	// CaughtUp: a load or catch-up of the partition was applied.
-	CaughtUp testsignal.Signal[TopicIDPartition]
-	// Listening: the listener listens, on its nth connection since the
-	// cache started (1 for the first).
-	Listening testsignal.Signal[int]
-	// Heard: the listener received a notification (its payload), before
-	// it acts on it or drops it.
-	Heard testsignal.Signal[string]
-
-	listening         atomic.Bool                            // the listener is connected and listening
-	connections       atomic.Int64                           // how many times the listener has listened
-	dropNotifications atomic.Bool                            // the listener ignores every notification
-	beforeCatchUp     func(tp TopicIDPartition, loaded bool) // runs before each catch-up; guarded by pgCache.mu
-	afterRead         func(tp TopicIDPartition, reload bool) // runs after a catch-up's reads, before it applies them; guarded by pgCache.mu
+// Config is what the cache needs of its manager.
+type Config struct {
+	Pool    *pgxpool.Pool // the primary: loads and catch-ups read there
+	Queries *db.Queries   // the generated statements
+	Side    *SideConn     // the manager's connection for background statements: the poll
+	// Warn and Info log what the background work could not do, and that
+	// it recovered.
+	Warn, Info func(msg string, args ...any)
+	// Logger is WithLogger's logger, nil without one: the listener's
+	// probe warns there (or through slog's default).
+	Logger *slog.Logger
+	// ListenerConnConfig is WithListenerConnConfig's; nil: the listener
+	// connects as the pool does.
+	ListenerConnConfig *pgx.ConnConfig
+	PollInterval       time.Duration // between two polls; 0: no poll
+	Loaders            int           // loads and catch-ups at once; 0: half the pool's MaxConns, at least 1
 }
 
-// Init initialises the signals.
-func (h *cacheTestHooks) Init() {
-	h.CaughtUp.Init()
-	h.Listening.Init()
-	h.Heard.Init()
+// OwnWrite identifies a write this manager committed: its write order
+// (rlmm_versions, which its notification carries) and its transaction id
+// (which tells a cache's snapshot whether it holds the write).
+type OwnWrite struct {
+	Order int64
+	Xid   uint64
+}
+
+// testHooks are the cache's hooks and signals for tests (cache_testhooks.go).
+// Each does nothing unless a test sets or initialises it.
+type testHooks struct {
+	signals TestSignals
+
+	listening         atomic.Bool                                      // the listener is connected and listening
+	connections       atomic.Int64                                     // how many times the listener has listened
+	dropNotifications atomic.Bool                                      // the listener ignores every notification
+	beforeCatchUp     func(tp partition.TopicIDPartition, loaded bool) // runs before each catch-up; guarded by Cache.mu
+	afterRead         func(tp partition.TopicIDPartition, reload bool) // runs after a catch-up's reads, before it applies them; guarded by Cache.mu
 }
 
 // cachedPartition is one consumed partition. data is nil until loaded.
 type cachedPartition struct {
-	tp         TopicIDPartition
-	data       *cachedData
+	tp         partition.TopicIDPartition
+	data       *Data
 	generation int64            // the data's generation data was loaded at
-	after      snapshot         // the snapshot data was last brought up to: the change feed resumes there
+	after      Snapshot         // the snapshot data was last brought up to: the change feed resumes there
 	reloading  bool             // a reload is reading: this manager's writes also go to pending
 	pending    []pendingWrite   // this manager's writes made while loading or reloading
 	own        map[int64]uint64 // this manager's writes applied, by write order (-> transaction id), until heard back or seen by after
@@ -86,39 +112,37 @@ type cachedPartition struct {
 // does not see it.
 type pendingWrite struct {
 	xid   uint64
-	write func(d *cachedData)
+	write func(d *Data)
 }
 
-func newPgCache(m *PgManager) *pgCache {
+// New starts a cache: its listener, and its poll when cfg.PollInterval is
+// positive. Close stops them.
+func New(cfg Config) *Cache {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &pgCache{
-		m:          m,
-		partitions: make(map[partitionKey]*cachedPartition),
+	c := &Cache{
+		cfg:        cfg,
+		partitions: make(map[partition.Key]*cachedPartition),
 		ctx:        ctx,
 		cancel:     cancel,
-		loaders:    make(chan struct{}, cacheLoaders(m)),
+		loaders:    make(chan struct{}, loaders(cfg)),
 	}
 	c.wg.Go(c.listen)
-	interval := DefaultCachePollInterval
-	if m.opts.cachePollSet {
-		interval = m.opts.cachePoll
-	}
-	if interval > 0 {
-		c.wg.Go(func() { c.pollEvery(interval) })
+	if cfg.PollInterval > 0 {
+		c.wg.Go(func() { c.pollEvery(cfg.PollInterval) })
 	}
 	return c
 }
 
-// cacheLoaders is how many loads and catch-ups run at once.
-func cacheLoaders(m *PgManager) int {
-	if n := m.opts.cacheLoaders; n > 0 {
-		return n
+// loaders is how many loads and catch-ups run at once.
+func loaders(cfg Config) int {
+	if cfg.Loaders > 0 {
+		return cfg.Loaders
 	}
-	return max(1, int(m.pool.Config().MaxConns)/2)
+	return max(1, int(cfg.Pool.Config().MaxConns)/2)
 }
 
 // pollEvery runs poll each interval until the manager closes.
-func (c *pgCache) pollEvery(interval time.Duration) {
+func (c *Cache) pollEvery(interval time.Duration) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
@@ -128,14 +152,14 @@ func (c *pgCache) pollEvery(interval time.Duration) {
 		case <-ticker.C:
 		}
 		if err := c.poll(); err != nil && c.ctx.Err() == nil {
-			c.m.logWarn("cache poll failed", "error", err)
+			c.cfg.Warn("cache poll failed", "error", err)
 		}
 	}
 }
 
 // poll asks, in one statement, which loaded partitions have writes since
 // their snapshots, and wakes their followers.
-func (c *pgCache) poll() error {
+func (c *Cache) poll() error {
 	var params db.PartitionsBehindParams
 	c.mu.RLock()
 	for _, cp := range c.partitions {
@@ -153,8 +177,8 @@ func (c *pgCache) poll() error {
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
 	var rows []db.PartitionsBehindRow
-	err := c.m.side.do(ctx, func(conn *pgx.Conn) (err error) {
-		rows, err = c.m.queries.PartitionsBehind(ctx, conn, params)
+	err := c.cfg.Side.Do(ctx, func(conn *pgx.Conn) (err error) {
+		rows, err = c.cfg.Queries.PartitionsBehind(ctx, conn, params)
 		return err
 	})
 	if err != nil {
@@ -165,7 +189,7 @@ func (c *pgCache) poll() error {
 	for _, r := range rows {
 		// Behind, or loaded at another generation: a reset the catch-up
 		// turns into a reload.
-		if cp := c.partitions[partitionKey{TopicID: uuid.UUID(r.TopicID), Partition: r.Partition}]; cp != nil && cp.data != nil &&
+		if cp := c.partitions[partition.Key{TopicID: uuid.UUID(r.TopicID), Partition: r.Partition}]; cp != nil && cp.data != nil &&
 			(r.Behind || cp.generation != r.Generation) {
 			cp.wake()
 		}
@@ -173,17 +197,20 @@ func (c *pgCache) poll() error {
 	return nil
 }
 
-func (c *pgCache) close() {
+// Close stops the cache's listener, poll, loads and catch-ups, and waits
+// for them.
+func (c *Cache) Close() {
 	c.cancel()
 	c.wg.Wait()
 }
 
-// assign starts loading the partitions not yet consumed.
-func (c *pgCache) assign(tps []TopicIDPartition) {
+// Assign starts loading the partitions not yet consumed; a partition
+// assigned twice is not reloaded.
+func (c *Cache) Assign(tps []partition.TopicIDPartition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, tp := range tps {
-		key := keyOf(tp)
+		key := partition.KeyOf(tp)
 		if c.partitions[key] != nil {
 			continue // assigned twice: not reloaded
 		}
@@ -195,14 +222,14 @@ func (c *pgCache) assign(tps []TopicIDPartition) {
 	}
 }
 
-// stop drops the partitions.
-func (c *pgCache) stop(tps []TopicIDPartition) {
+// Stop drops the partitions.
+func (c *Cache) Stop(tps []partition.TopicIDPartition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, tp := range tps {
-		if cp := c.partitions[keyOf(tp)]; cp != nil {
+		if cp := c.partitions[partition.KeyOf(tp)]; cp != nil {
 			cp.cancel()
-			delete(c.partitions, keyOf(tp))
+			delete(c.partitions, partition.KeyOf(tp))
 		}
 	}
 }
@@ -218,8 +245,8 @@ func (cp *cachedPartition) wake() {
 // follow loads the partition, then catches it up each time it is woken,
 // until the partition is stopped or the manager closed. Failed fetches are
 // retried with backoff.
-func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
-	backoff := newBackoff()
+func (c *Cache) follow(ctx context.Context, cp *cachedPartition) {
+	retry := backoff.New()
 	for {
 		select {
 		case <-ctx.Done():
@@ -241,18 +268,18 @@ func (c *pgCache) follow(ctx context.Context, cp *cachedPartition) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff.next()):
+			case <-time.After(retry.Next()):
 			}
 			continue
 		}
-		backoff.reset()
+		retry.Reset()
 	}
 }
 
 // catchUp reads the partition's changes since its snapshot, in one newer
 // snapshot, and applies them; or reloads the partition when rows vanished
 // that the change feed cannot show.
-func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
+func (c *Cache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	// While a reload reads, this manager's writes also queue in pending,
 	// for those the reload's snapshot may miss.
 	startReload := func() {
@@ -261,7 +288,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		c.mu.Unlock()
 	}
 	c.mu.RLock()
-	var after *snapshot
+	var after *Snapshot
 	generation := cp.generation
 	if cp.data != nil {
 		cursor := cp.after
@@ -296,11 +323,11 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.partitions[keyOf(cp.tp)] != cp {
+	if c.partitions[partition.KeyOf(cp.tp)] != cp {
 		return nil // stopped meanwhile
 	}
 	if cp.data == nil || reload {
-		cp.data, cp.generation, cp.reloading = newCachedData(), read.generation, false
+		cp.data, cp.generation, cp.reloading = newData(), read.generation, false
 	}
 	p := cp.data
 	// A row older than what the cache holds (this manager's own write,
@@ -308,8 +335,8 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	// segment, and the newest delete record.
 	shared := partition.TopicIDPartition(cp.tp)
 	for _, r := range read.segments {
-		s := cacheSegmentFromRow(r, &shared)
-		p.put(s, r.LastXid)
+		s := SegmentFromRow(r, &shared)
+		p.Put(s, r.LastXid)
 		if s.FinishedVersion > 0 {
 			p.RaiseEpochEnds(s) // EpochEndOffset counts every segment that finished
 		}
@@ -321,7 +348,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	if read.partition.DeleteState.Valid {
 		state = int8(read.partition.DeleteState.Int16)
 	}
-	p.putDeleteState(state, read.partition.DeleteVersion)
+	p.PutDeleteState(state, read.partition.DeleteVersion)
 	cp.after = read.snapshot
 	// Writes this manager made while the partition (re)loaded that the
 	// load's snapshot does not see committed after it: newer than anything
@@ -339,7 +366,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		}
 	}
 	p.Changed()
-	c.test.CaughtUp.Signal(cp.tp)
+	c.test.signals.CaughtUp.Signal(cp.tp)
 	return nil
 }
 
@@ -347,7 +374,7 @@ func (c *pgCache) catchUp(ctx context.Context, cp *cachedPartition) error {
 // cache brought up to snapshot after may not have seen forgotten: the
 // purge's vanished_xid, the largest last_xid of the rows it deleted, is not
 // below the snapshot's xmin.
-func vanishedSince(vanished pgtype.Uint64, after snapshot) bool {
+func vanishedSince(vanished pgtype.Uint64, after Snapshot) bool {
 	return vanished.Valid && vanished.Uint64 >= after.xmin
 }
 
@@ -358,7 +385,7 @@ func vanishedSince(vanished pgtype.Uint64, after snapshot) bool {
 type changes struct {
 	partition  db.RlmmPartition
 	generation int64    // the data's (rlmm_data_generation)
-	snapshot   snapshot // the one they were read in
+	snapshot   Snapshot // the one they were read in
 	segments   []db.RlmmSegment
 	epochEnds  []db.EpochEndsLoadRow
 }
@@ -367,9 +394,9 @@ type changes struct {
 // load). A catch-up that brings segments is one statement, one round trip
 // (PartitionCatchUp); a load, or a catch-up of a partition row that moved
 // alone, reads in one REPEATABLE READ transaction.
-func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after *snapshot) (changes, error) {
+func (c *Cache) readChanges(ctx context.Context, tp partition.TopicIDPartition, after *Snapshot) (changes, error) {
 	if after != nil {
-		rows, err := c.m.queries.PartitionCatchUp(ctx, c.m.pool, db.PartitionCatchUpParams{
+		rows, err := c.cfg.Queries.PartitionCatchUp(ctx, c.cfg.Pool, db.PartitionCatchUpParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.text,
 		})
 		if err != nil {
@@ -393,13 +420,13 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after *s
 		}
 	}
 
-	tx, err := c.m.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := c.cfg.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return changes{}, err
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
 	var read changes
-	generation, err := c.m.queries.DataGeneration(ctx, tx) // the first statement: the transaction's snapshot
+	generation, err := c.cfg.Queries.DataGeneration(ctx, tx) // the first statement: the transaction's snapshot
 	if err != nil {
 		return changes{}, err
 	}
@@ -408,7 +435,7 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after *s
 		return changes{}, err
 	}
 	key := db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition}
-	read.partition, err = c.m.queries.PartitionGet(ctx, tx, key)
+	read.partition, err = c.cfg.Queries.PartitionGet(ctx, tx, key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		read.partition, err = db.RlmmPartition{}, nil // never written to
 	}
@@ -419,7 +446,7 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after *s
 		// The load: the live segments only, whatever the partition's
 		// history.
 		var live []db.PartitionLoadRow
-		live, err = c.m.queries.PartitionLoad(ctx, tx, db.PartitionLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+		live, err = c.cfg.Queries.PartitionLoad(ctx, tx, db.PartitionLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
 		for _, r := range live {
 			read.segments = append(read.segments, r.RlmmSegment)
 		}
@@ -428,7 +455,7 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after *s
 		}
 	} else {
 		var rows []db.PartitionChangesRow
-		rows, err = c.m.queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
+		rows, err = c.cfg.Queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.text,
 		})
 		for _, r := range rows {
@@ -441,9 +468,10 @@ func (c *pgCache) readChanges(ctx context.Context, tp TopicIDPartition, after *s
 	return read, tx.Commit(ctx)
 }
 
-// cacheSegmentFromRow builds the cached segment of row r, pointing at shared
-// (the partition's TopicIDPartition, or nil) when r names it alike.
-func cacheSegmentFromRow(r db.RlmmSegment, shared *partition.TopicIDPartition) *partition.Segment {
+// SegmentFromRow builds the cached segment of row r, pointing at shared
+// (the partition's TopicIDPartition, or nil) when r names it alike. The
+// root package builds the segment an update returned with it too.
+func SegmentFromRow(r db.RlmmSegment, shared *partition.TopicIDPartition) *partition.Segment {
 	// Built straight into the compact form: a load of many segments
 	// allocates no epoch map per segment, and no TopicIDPartition either.
 	tp := shared
@@ -465,70 +493,78 @@ func cacheSegmentFromRow(r db.RlmmSegment, shared *partition.TopicIDPartition) *
 	return s
 }
 
-// applied records a write w this manager made to the partition, so the
+// readEpochEnds reads, in a load's snapshot tx, the partition's epoch ends
+// that its live segments do not give: the purged and the forgotten
+// segments' (readChanges).
+func (c *Cache) readEpochEnds(ctx context.Context, tx pgx.Tx, tp partition.TopicIDPartition) ([]db.EpochEndsLoadRow, error) {
+	return c.cfg.Queries.EpochEndsLoad(ctx, tx, db.EpochEndsLoadParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+}
+
+// Applied records a write w this manager made to the partition, so the
 // write is in the cache before the call returns: write applies it from what
 // the write statement returned, never from a second read. The write order
 // is kept until the write's notification comes back, which then wakes
 // nothing, or until the cache's snapshot sees the write.
-func (c *pgCache) applied(tp TopicIDPartition, w ownWrite, write func(d *cachedData)) {
+func (c *Cache) Applied(tp partition.TopicIDPartition, w OwnWrite, write func(d *Data)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cp := c.partitions[keyOf(tp)]
+	cp := c.partitions[partition.KeyOf(tp)]
 	if cp == nil {
 		return // not consumed
 	}
 	if cp.data == nil || cp.reloading {
-		cp.pending = append(cp.pending, pendingWrite{xid: w.xid, write: write})
+		cp.pending = append(cp.pending, pendingWrite{xid: w.Xid, write: write})
 		if cp.data == nil {
 			return
 		}
 	}
-	cp.own[w.order] = w.xid
+	cp.own[w.Order] = w.Xid
 	write(cp.data)
 	cp.data.Changed()
 }
 
-// read runs query on the partition's cached data under the read lock.
-// served is false when the partition is not consumed (the caller asks the
-// database); the error is ErrNotReady while it is loading.
-func (c *pgCache) read(tp TopicIDPartition, query func(p *partition.Partition)) (served bool, err error) {
+// Read runs query on the partition's cached data under the read lock.
+// consumed is false when the manager does not consume the partition (the
+// caller asks the database), loaded false while it is loading (query did
+// not run).
+func (c *Cache) Read(tp partition.TopicIDPartition, query func(p *partition.Partition)) (consumed, loaded bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	cp := c.partitions[keyOf(tp)]
+	cp := c.partitions[partition.KeyOf(tp)]
 	if cp == nil {
-		return false, nil
+		return false, false
 	}
 	if cp.data == nil {
-		return true, newError(ErrNotReady, "partition %s is still loading", tp)
+		return true, false
 	}
 	query(cp.data.Partition)
-	return true, nil
+	return true, true
 }
 
-// cursor returns the snapshot the partition's cache was last brought up
+// Cursor returns the snapshot the partition's cache was last brought up
 // to; loaded is false while it loads, consumed false when the manager does
 // not consume it.
-func (c *pgCache) cursor(tp TopicIDPartition) (after snapshot, consumed, loaded bool) {
+func (c *Cache) Cursor(tp partition.TopicIDPartition) (after Snapshot, consumed, loaded bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	cp := c.partitions[keyOf(tp)]
+	cp := c.partitions[partition.KeyOf(tp)]
 	if cp == nil {
-		return snapshot{}, false, false
+		return Snapshot{}, false, false
 	}
 	if cp.data == nil {
-		return snapshot{}, true, false
+		return Snapshot{}, true, false
 	}
 	return cp.after, true, true
 }
 
-// holds reports whether the cached partition holds every write that row
+// Holds reports whether the cached partition holds every write that row
 // (PartitionCacheCheck since snapshot after) found committed: loaded at the
 // data's generation, no rows vanished since, the delete record and each
 // segment written since held at least as new.
-func (c *pgCache) holds(tp TopicIDPartition, after snapshot, row db.PartitionCacheCheckRow) bool {
+func (c *Cache) Holds(tp partition.TopicIDPartition, after Snapshot, row db.PartitionCacheCheckRow) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	cp := c.partitions[keyOf(tp)]
+	cp := c.partitions[partition.KeyOf(tp)]
 	if cp == nil || cp.data == nil || cp.generation != row.Generation ||
 		vanishedSince(row.VanishedXid, after) || row.DeleteVersion > cp.data.deleteVersion {
 		return false
@@ -551,11 +587,11 @@ func (cp *cachedPartition) ownWrite(order int64) bool {
 	return own
 }
 
-// wake asks the follower of tp, if consumed, to catch up, without waiting.
-func (c *pgCache) wake(tp TopicIDPartition) {
+// Wake asks the follower of tp, if consumed, to catch up, without waiting.
+func (c *Cache) Wake(tp partition.TopicIDPartition) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if cp := c.partitions[keyOf(tp)]; cp != nil {
+	if cp := c.partitions[partition.KeyOf(tp)]; cp != nil {
 		cp.wake()
 	}
 }

@@ -1,4 +1,4 @@
-package remotestorage
+package cache
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/krabka/remotestorage/internal/partition"
 )
 
 // notifyChannel is the channel on which writes are announced, after they
@@ -21,22 +23,22 @@ const resetNotificationPrefix = "reset/"
 // parseNotification reads a partition's notification payload
 // ("<topic id>/<partition>/<write order>"): the partition and the write
 // order; false for any other payload.
-func parseNotification(payload string) (partitionKey, int64, bool) {
+func parseNotification(payload string) (partition.Key, int64, bool) {
 	parts := strings.Split(payload, "/")
 	if len(parts) != 3 {
-		return partitionKey{}, 0, false
+		return partition.Key{}, 0, false
 	}
 	topicID, err1 := uuid.Parse(parts[0])
-	partition, err2 := strconv.ParseInt(parts[1], 10, 32)
+	number, err2 := strconv.ParseInt(parts[1], 10, 32)
 	version, err3 := strconv.ParseInt(parts[2], 10, 64)
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return partitionKey{}, 0, false
+		return partition.Key{}, 0, false
 	}
-	return partitionKey{TopicID: topicID, Partition: int32(partition)}, version, true
+	return partition.Key{TopicID: topicID, Partition: int32(number)}, version, true
 }
 
 // notificationPayload is the payload announcing the write of k at write
 // order version.
-func notificationPayload(k partitionKey, version int64) string {
+func notificationPayload(k partition.Key, version int64) string {
 	return k.TopicID.String() + "/" + strconv.FormatInt(int64(k.Partition), 10) + "/" + strconv.FormatInt(version, 10)
 }
