@@ -167,7 +167,7 @@ func (c *Cache) poll() error {
 			params.TopicIds = append(params.TopicIds, cp.tp.TopicID.String())
 			params.Partitions = append(params.Partitions, cp.tp.Partition)
 			params.Snapshots = append(params.Snapshots, cp.after.text)
-			params.DeleteVersions = append(params.DeleteVersions, cp.data.deleteVersion)
+			params.DeleteVersions = append(params.DeleteVersions, cp.data.DeleteVersion())
 		}
 	}
 	c.mu.RUnlock()
@@ -566,7 +566,7 @@ func (c *Cache) Holds(tp partition.TopicIDPartition, after Snapshot, row db.Part
 	defer c.mu.RUnlock()
 	cp := c.partitions[partition.KeyOf(tp)]
 	if cp == nil || cp.data == nil || cp.generation != row.Generation ||
-		vanishedSince(row.VanishedXid, after) || row.DeleteVersion > cp.data.deleteVersion {
+		vanishedSince(row.VanishedXid, after) || row.DeleteVersion > cp.data.DeleteVersion() {
 		return false
 	}
 	for i, id := range row.SegmentIds {
@@ -577,6 +577,33 @@ func (c *Cache) Holds(tp partition.TopicIDPartition, after Snapshot, row db.Part
 	return true
 }
 
+// heard acts on the notification of the write of order to partition key.
+// This manager's own write is in its cache already; any other wakes the
+// follower, which reads what its snapshot does not see.
+func (c *Cache) heard(key partition.Key, order int64) {
+	c.mu.RLock()
+	cp := c.partitions[key]
+	own := cp.ownWrite(order)
+	if cp != nil && (!own || cp.data == nil || cp.reloading) {
+		cp.wake()
+		own = false
+	}
+	c.mu.RUnlock()
+	if own {
+		c.mu.Lock()
+		delete(cp.own, order) // heard back: no longer needed
+		c.mu.Unlock()
+	}
+}
+
+// wakeAll asks every follower to catch up, without waiting. Callers hold
+// c.mu.
+func (c *Cache) wakeAll() {
+	for _, cp := range c.partitions {
+		cp.wake()
+	}
+}
+
 // ownWrite reports whether order is one of this manager's writes that the
 // cache applied (false for a nil partition). Callers hold c.mu.
 func (cp *cachedPartition) ownWrite(order int64) bool {
@@ -585,6 +612,20 @@ func (cp *cachedPartition) ownWrite(order int64) bool {
 	}
 	_, own := cp.own[order]
 	return own
+}
+
+// discardWake discards a pending wake-up of the follower, if any.
+func (cp *cachedPartition) discardWake() {
+	select {
+	case <-cp.woken:
+	default:
+	}
+}
+
+// holdsWrite reports whether the partition is loaded and holds the write
+// of segment id at lastVersion, or a newer one. Callers hold c.mu.
+func (cp *cachedPartition) holdsWrite(id uuid.UUID, lastVersion int64) bool {
+	return cp != nil && cp.data != nil && cp.data.holdsWrite(id, lastVersion)
 }
 
 // Wake asks the follower of tp, if consumed, to catch up, without waiting.

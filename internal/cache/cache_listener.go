@@ -131,9 +131,7 @@ func (c *Cache) listenOnce(listening func()) error {
 	defer c.test.listening.Store(false)
 	c.mu.Lock()
 	c.test.listening.Store(true)
-	for _, cp := range c.partitions {
-		cp.wake()
-	}
+	c.wakeAll()
 	c.mu.Unlock()
 	c.test.signals.Listening.Signal(int(c.test.connections.Add(1)))
 	listening()
@@ -150,9 +148,7 @@ func (c *Cache) listenOnce(listening func()) error {
 			// The data's generation moved (a TRUNCATE): every partition
 			// checks, and reloads.
 			c.mu.RLock()
-			for _, cp := range c.partitions {
-				cp.wake()
-			}
+			c.wakeAll()
 			c.mu.RUnlock()
 			continue
 		}
@@ -160,20 +156,6 @@ func (c *Cache) listenOnce(listening func()) error {
 		if !ok {
 			continue
 		}
-		// This manager's own write is in its cache already; any other
-		// wakes the follower, which reads what its snapshot does not see.
-		c.mu.RLock()
-		cp := c.partitions[key]
-		own := cp.ownWrite(order)
-		if cp != nil && (!own || cp.data == nil || cp.reloading) {
-			cp.wake()
-			own = false
-		}
-		c.mu.RUnlock()
-		if own {
-			c.mu.Lock()
-			delete(cp.own, order) // heard back: no longer needed
-			c.mu.Unlock()
-		}
+		c.heard(key, order)
 	}
 }

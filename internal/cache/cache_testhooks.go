@@ -61,10 +61,7 @@ func (c *Cache) DiscardPendingCatchUp(tp partition.TopicIDPartition) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if cp := c.partitions[partition.KeyOf(tp)]; cp != nil {
-		select {
-		case <-cp.woken:
-		default:
-		}
+		cp.discardWake()
 	}
 }
 
@@ -80,6 +77,5 @@ func (c *Cache) Listening() bool { return c.test.listening.Load() }
 func (c *Cache) HoldsSegment(tp partition.TopicIDPartition, id uuid.UUID, lastVersion int64) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	cp := c.partitions[partition.KeyOf(tp)]
-	return cp != nil && cp.data != nil && cp.data.holdsWrite(id, lastVersion)
+	return c.partitions[partition.KeyOf(tp)].holdsWrite(id, lastVersion)
 }

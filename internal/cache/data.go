@@ -25,6 +25,9 @@ type tombstone struct {
 	xid         uint64
 }
 
+// DeleteVersion is the write order of the delete record the data holds.
+func (d *Data) DeleteVersion() int64 { return d.deleteVersion }
+
 func newData() *Data {
 	return &Data{Partition: partition.New(), forgotten: make(map[uuid.UUID]tombstone)}
 }
