@@ -2,11 +2,8 @@ package remotestorage
 
 import (
 	"context"
-	"fmt"
 	"iter"
 
-	"github.com/krabka/remotestorage/db"
-	"github.com/krabka/remotestorage/internal/dbuuid"
 	"github.com/krabka/remotestorage/internal/partition"
 )
 
@@ -100,108 +97,8 @@ type listItem struct {
 	meta RemoteLogSegmentMetadata
 }
 
-// RemoteLogSegments streams ListRemoteLogSegments(ctx, tp): one statement per
-// page of listPageSize segments, read in list order through the list index
-// (from the cache instead when the manager caches tp). See SegmentStreams.
-func (m *PgManager) RemoteLogSegments(ctx context.Context, tp TopicIDPartition) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return m.remoteLogSegments(ctx, tp, listPageSize)
-}
-
-func (m *PgManager) remoteLogSegments(ctx context.Context, tp TopicIDPartition, pageSize int) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	fetch := func(ctx context.Context, after listKey, limit int) ([]listItem, error) {
-		if page, served, err := m.pageFromCache(tp, after, limit, partition.All); served {
-			return page, err
-		}
-		page, err := scanSegments(ctx, m.reader, func(rec db.DBTX) error {
-			_, err := m.queries.SegmentListPage(ctx, rec, db.SegmentListPageParams{
-				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
-				AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
-				PageSize: int32(limit),
-			})
-			return err
-		}, itemFromRow)
-		if err != nil {
-			return nil, ioError(ctx, err, "list segments of %s after offset %d", tp, after.startOffset)
-		}
-		return page, nil
-	}
-	return streamPages(ctx, pageSize, fetch, func(err error) error { return ioError(ctx, err, "list segments of %s", tp) })
-}
-
-// RemoteLogSegmentsByEpoch streams ListRemoteLogSegmentsByEpoch(ctx, tp,
-// epoch): one statement per page of listPageSize segments, read in list
-// order through the epoch list index (from the cache instead when the
-// manager caches tp). See SegmentStreams.
-func (m *PgManager) RemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return m.remoteLogSegmentsByEpoch(ctx, tp, epoch, listPageSize)
-}
-
-func (m *PgManager) remoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, pageSize int) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	fetch := func(ctx context.Context, after listKey, limit int) ([]listItem, error) {
-		if page, served, err := m.pageFromCache(tp, after, limit, carries(epoch)); served {
-			return page, err
-		}
-		page, err := scanSegments(ctx, m.reader, func(rec db.DBTX) error {
-			_, err := m.queries.SegmentListByEpochPage(ctx, rec, db.SegmentListByEpochPageParams{
-				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-				AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
-				PageSize: int32(limit),
-			})
-			return err
-		}, itemFromRow)
-		if err != nil {
-			return nil, ioError(ctx, err, "list segments of epoch %d in %s after offset %d", epoch, tp, after.startOffset)
-		}
-		return page, nil
-	}
-	return streamPages(ctx, pageSize, fetch, func(err error) error {
-		return ioError(ctx, err, "list segments of epoch %d in %s", epoch, tp)
-	})
-}
-
-// pageFromCache reads a page from the cache when the manager caches tp.
-func (m *PgManager) pageFromCache(tp TopicIDPartition, after listKey, limit int, keep func(*partition.Segment) bool) (page []listItem, served bool, err error) {
-	served, err = m.fromCache(tp, func(p *partition.Partition) { page = pageOf(p, after, limit, keep) })
-	return page, served, err
-}
-
 func itemFromRow(r *apiRow) listItem {
 	return listItem{key: listKey{startOffset: r.StartOffset, addedVersion: r.AddedVersion}, meta: segmentFromRow(r)}
-}
-
-// RemoteLogSegments streams ListRemoteLogSegments(ctx, tp), a page of
-// listPageSize segments per read lock. See SegmentStreams.
-func (m *InMemoryManager) RemoteLogSegments(ctx context.Context, tp TopicIDPartition) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return m.remoteLogSegments(ctx, tp, listPageSize)
-}
-
-func (m *InMemoryManager) remoteLogSegments(ctx context.Context, tp TopicIDPartition, pageSize int) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return m.stream(ctx, tp, pageSize, partition.All,
-		func(err error) error { return fmt.Errorf("remotestorage: list segments of %s: %w", tp, err) })
-}
-
-// RemoteLogSegmentsByEpoch streams ListRemoteLogSegmentsByEpoch(ctx, tp,
-// epoch), a page of listPageSize segments per read lock. See SegmentStreams.
-func (m *InMemoryManager) RemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return m.remoteLogSegmentsByEpoch(ctx, tp, epoch, listPageSize)
-}
-
-func (m *InMemoryManager) remoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, pageSize int) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	return m.stream(ctx, tp, pageSize, carries(epoch), func(err error) error {
-		return fmt.Errorf("remotestorage: list segments of epoch %d in %s: %w", epoch, tp, err)
-	})
-}
-
-// stream pages through the listed segments of tp that keep accepts. The lock
-// is held only while a page is copied, never while the caller's loop body
-// runs, so the body may call the manager.
-func (m *InMemoryManager) stream(ctx context.Context, tp TopicIDPartition, pageSize int, keep func(*partition.Segment) bool, ctxErr func(error) error) iter.Seq2[RemoteLogSegmentMetadata, error] {
-	fetch := func(_ context.Context, after listKey, limit int) ([]listItem, error) {
-		m.mu.RLock()
-		defer m.mu.RUnlock()
-		return pageOf(m.partition(tp), after, limit, keep), nil
-	}
-	return streamPages(ctx, pageSize, fetch, ctxErr)
 }
 
 // pageOf returns copies of the first limit listed segments of p after the

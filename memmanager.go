@@ -2,6 +2,8 @@ package remotestorage
 
 import (
 	"context"
+	"fmt"
+	"iter"
 	"sync"
 	"time"
 
@@ -19,7 +21,7 @@ type InMemoryManager struct {
 	partitions map[partitionKey]*memPartition
 	takenIDs   map[uuid.UUID]partitionKey // every id added and not purged, and its partition
 
-	// Purging (purge.go).
+	// Purging (memmanager_purge.go).
 	now            func() time.Time
 	forgottenAt    map[uuid.UUID]time.Time    // the segments in DELETE_SEGMENT_FINISHED, since when
 	deletedAt      map[partitionKey]time.Time // the partitions in DELETE_PARTITION_FINISHED, since when
@@ -265,4 +267,50 @@ func (m *InMemoryManager) EpochEndOffset(ctx context.Context, tp TopicIDPartitio
 	defer m.mu.RUnlock()
 	end, ok := m.partition(tp).EpochEnd(int32(epoch))
 	return end, ok, nil
+}
+
+// RemoteLogSegments streams ListRemoteLogSegments(ctx, tp), a page of
+// listPageSize segments per read lock. See SegmentStreams.
+func (m *InMemoryManager) RemoteLogSegments(ctx context.Context, tp TopicIDPartition) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	return m.remoteLogSegments(ctx, tp, listPageSize)
+}
+
+func (m *InMemoryManager) remoteLogSegments(ctx context.Context, tp TopicIDPartition, pageSize int) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	return m.stream(ctx, tp, pageSize, partition.All,
+		func(err error) error { return fmt.Errorf("remotestorage: list segments of %s: %w", tp, err) })
+}
+
+// RemoteLogSegmentsByEpoch streams ListRemoteLogSegmentsByEpoch(ctx, tp,
+// epoch), a page of listPageSize segments per read lock. See SegmentStreams.
+func (m *InMemoryManager) RemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	return m.remoteLogSegmentsByEpoch(ctx, tp, epoch, listPageSize)
+}
+
+func (m *InMemoryManager) remoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, pageSize int) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	return m.stream(ctx, tp, pageSize, carries(epoch), func(err error) error {
+		return fmt.Errorf("remotestorage: list segments of epoch %d in %s: %w", epoch, tp, err)
+	})
+}
+
+// stream pages through the listed segments of tp that keep accepts. The lock
+// is held only while a page is copied, never while the caller's loop body
+// runs, so the body may call the manager.
+func (m *InMemoryManager) stream(ctx context.Context, tp TopicIDPartition, pageSize int, keep func(*partition.Segment) bool, ctxErr func(error) error) iter.Seq2[RemoteLogSegmentMetadata, error] {
+	fetch := func(_ context.Context, after listKey, limit int) ([]listItem, error) {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return pageOf(m.partition(tp), after, limit, keep), nil
+	}
+	return streamPages(ctx, pageSize, fetch, ctxErr)
+}
+
+// PartitionDeleteState implements PartitionDeleteStates.
+func (m *InMemoryManager) PartitionDeleteState(ctx context.Context, tp TopicIDPartition) (RemotePartitionDeleteState, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	p := m.partition(tp)
+	if p == nil || RemotePartitionDeleteState(p.DeleteState) == partitionDeleteNone {
+		return partitionDeleteNone, false, nil
+	}
+	return RemotePartitionDeleteState(p.DeleteState), true, nil
 }

@@ -129,3 +129,18 @@ type poolOptions struct {
 func WithConnectBackoff(min, max time.Duration) PoolOption {
 	return func(o *poolOptions) { o.backoffMin, o.backoffMax = min, max }
 }
+
+// retention is the background purge's retention; 0: off.
+func (o options) retention() time.Duration {
+	if o.forgottenRetentionSet {
+		return o.forgottenRetention
+	}
+	return DefaultForgottenRetention
+}
+
+func (o options) batchSize() int32 {
+	if o.purgeBatchSize > 0 {
+		return int32(min(o.purgeBatchSize, 1<<30))
+	}
+	return DefaultPurgeBatchSize
+}

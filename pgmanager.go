@@ -33,7 +33,7 @@ type PgManager struct {
 	cache   *cache.Cache    // nil without WithCache
 	notify  *cache.Notifier // tells other caches of this manager's writes, after commit
 	side    *cache.SideConn // the connection of the manager's background statements
-	purger  *purger         // the background purge (purge.go); nil when off
+	purger  *purger         // the background purge (pgmanager_purge.go); nil when off
 	purged  atomic.Int64
 }
 
@@ -62,6 +62,24 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 	}
 	m.purger = startPurger(m)
 	return m, nil
+}
+
+// warnClosesOnCancel warns, through WithLogger's logger, about each of the
+// manager's pools whose connections die when a caller's deadline interrupts
+// a statement.
+func (m *PgManager) warnClosesOnCancel() {
+	pools := []*pgxpool.Pool{m.pool}
+	if m.reader != m.pool {
+		pools = append(pools, m.reader)
+	}
+	for i, pool := range pools {
+		if closesOnCancel(pool) {
+			role := []string{"primary", "read replica"}[i]
+			m.logWarn("the "+role+" pool closes a connection whenever a context ends during its statement (pgx's default), and a new connection's first statements cost several warm ones; "+
+				"the manager's single statements send a cancel request instead, but its transactions and other users of the pool do not: "+
+				"build the pool with remotestorage.NewPool, or apply remotestorage.ConfigurePool to its configuration", "pool", role)
+		}
+	}
 }
 
 // Close stops the manager's background work (the sender of its
@@ -652,6 +670,27 @@ func (m *PgManager) EpochEndOffset(ctx context.Context, tp TopicIDPartition, epo
 			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
 		})
 	}, "end offset of epoch %d in %s", epoch, tp)
+}
+
+// PartitionDeleteState implements PartitionDeleteStates: from the cache when
+// the manager caches tp (no round trip), else one primary-key read of the
+// partition's row on the reader pool.
+func (m *PgManager) PartitionDeleteState(ctx context.Context, tp TopicIDPartition) (RemotePartitionDeleteState, bool, error) {
+	state := partitionDeleteNone
+	if served, err := m.fromCache(tp, func(p *partition.Partition) {
+		if p != nil {
+			state = RemotePartitionDeleteState(p.DeleteState)
+		}
+	}); served {
+		return state, err == nil && state != partitionDeleteNone, err
+	}
+	row, found, err := readOptional(ctx, m, func(ctx context.Context, tx db.DBTX) (db.RlmmPartition, error) {
+		return m.queries.PartitionGet(ctx, tx, db.PartitionGetParams{TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition})
+	}, "read the partition-delete state of %s", tp)
+	if err != nil || !found || !row.DeleteState.Valid {
+		return partitionDeleteNone, false, err
+	}
+	return RemotePartitionDeleteState(row.DeleteState.Int16), true, nil
 }
 
 // readOptional runs a read of at most one row on the reader pool: no row is

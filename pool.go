@@ -282,21 +282,3 @@ func closesOnCancel(pool *pgxpool.Pool) (closes bool) {
 	_, deadline := build(&pgconn.PgConn{}).(*pgconn.DeadlineContextWatcherHandler)
 	return deadline
 }
-
-// warnClosesOnCancel warns, through WithLogger's logger, about each of the
-// manager's pools whose connections die when a caller's deadline interrupts
-// a statement.
-func (m *PgManager) warnClosesOnCancel() {
-	pools := []*pgxpool.Pool{m.pool}
-	if m.reader != m.pool {
-		pools = append(pools, m.reader)
-	}
-	for i, pool := range pools {
-		if closesOnCancel(pool) {
-			role := []string{"primary", "read replica"}[i]
-			m.logWarn("the "+role+" pool closes a connection whenever a context ends during its statement (pgx's default), and a new connection's first statements cost several warm ones; "+
-				"the manager's single statements send a cancel request instead, but its transactions and other users of the pool do not: "+
-				"build the pool with remotestorage.NewPool, or apply remotestorage.ConfigurePool to its configuration", "pool", role)
-		}
-	}
-}
