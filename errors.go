@@ -100,6 +100,18 @@ func (e *sentinelError) Unwrap() []error {
 	return []error{e.sentinel}
 }
 
+// notAppliedError is the ErrIO of a write that was not applied, and whose
+// outcome is therefore known (errNotApplied).
+func notAppliedError(format string, args ...any) error {
+	return &sentinelError{sentinel: ErrIO, detail: fmt.Sprintf(format, args...), cause: errNotApplied}
+}
+
+// ioCause returns the store failure e wraps, and whether e is an ErrIO at
+// all (false: a refusal).
+func (e *sentinelError) ioCause() (cause error, isIO bool) {
+	return e.cause, e.sentinel == ErrIO
+}
+
 func newError(sentinel error, format string, args ...any) error {
 	return &sentinelError{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
 }

@@ -42,12 +42,12 @@ const listPageSize = 1000
 // write order of its add. It is unique within a partition and never
 // changes, so it serves as the cursor between pages.
 type listKey struct {
-	startOffset  int64
-	addedVersion int64
+	StartOffset  int64
+	AddedVersion int64
 }
 
 // beforeFirst is the cursor of the first page: every key is after it.
-var beforeFirst = listKey{startOffset: -1, addedVersion: -1}
+var beforeFirst = listKey{StartOffset: -1, AddedVersion: -1}
 
 // streamPages yields, page after page, what fetch returns for the cursor
 // after the previous page's last item. fetch returns at most limit items in
@@ -98,7 +98,7 @@ type listItem struct {
 }
 
 func itemFromRow(r *apiRow) listItem {
-	return listItem{key: listKey{startOffset: r.StartOffset, addedVersion: r.AddedVersion}, meta: segmentFromRow(r)}
+	return listItem{key: listKey{StartOffset: r.StartOffset, AddedVersion: r.AddedVersion}, meta: segmentFromRow(r)}
 }
 
 // pageOf returns copies of the first limit listed segments of p after the
@@ -109,8 +109,8 @@ func pageOf(p *partition.Partition, after listKey, limit int, keep func(*partiti
 		return nil
 	}
 	var items []listItem
-	for s := range p.ListAfter(after.startOffset, after.addedVersion, keep) {
-		items = append(items, listItem{key: listKey{startOffset: s.Start, addedVersion: s.AddedVersion}, meta: publicSegment(s)})
+	for s := range p.ListAfter(after.StartOffset, after.AddedVersion, keep) {
+		items = append(items, listItem{key: listKey{StartOffset: s.Start, AddedVersion: s.AddedVersion}, meta: publicSegment(s)})
 		if len(items) == limit {
 			break
 		}

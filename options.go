@@ -1,9 +1,9 @@
 package remotestorage
 
 // options.go: the options of the managers (Option) and of the pool
-// (PoolOption), with the managers' defaults, but for the purge's:
-// WithForgottenRetention and WithPurgeBatchSize, and their defaults, live
-// with the purge in purge.go. The pool's defaults (DefaultConnectBackoffMin,
+// (PoolOption), with the managers' defaults, but for the purge's
+// (DefaultForgottenRetention, DefaultPurgeBatchSize), which live with the
+// purge in purge.go. The pool's defaults (DefaultConnectBackoffMin,
 // …) are with ConfigurePool in pool.go, and the options of the metrics
 // (metrics.Instrument, metrics.NewStuckCollector) in package metrics.
 
@@ -29,7 +29,7 @@ type options struct {
 
 	listenerConnConfig *pgx.ConnConfig // PgManager cache only: WithListenerConnConfig; nil: the pool's
 
-	forgottenRetention    time.Duration // WithForgottenRetention (purge.go)
+	forgottenRetention    time.Duration // WithForgottenRetention
 	forgottenRetentionSet bool
 	purgeBatchSize        int // WithPurgeBatchSize; 0: the default
 }
@@ -128,6 +128,24 @@ type poolOptions struct {
 // after the first, doubling up to max.
 func WithConnectBackoff(min, max time.Duration) PoolOption {
 	return func(o *poolOptions) { o.backoffMin, o.backoffMax = min, max }
+}
+
+// WithForgottenRetention sets how long a forgotten segment (one in
+// DELETE_SEGMENT_FINISHED, or any segment of a partition in
+// DELETE_PARTITION_FINISHED) is kept, counted from the write that made it
+// so. Each PgManager purges in the background what was forgotten longer ago
+// than d, a bounded batch at a time, with brokers not repeating each other's
+// work. Default 168h (7 days); 0 turns it off, and then ids stay taken until
+// PurgeForgotten or an operator deletes them. An InMemoryManager purges by
+// the same rule, as it writes. A negative d is taken as 0.
+func WithForgottenRetention(d time.Duration) Option {
+	return func(o *options) { o.forgottenRetention, o.forgottenRetentionSet = max(d, 0), true }
+}
+
+// WithPurgeBatchSize sets how many segments one purge transaction deletes at
+// most (default DefaultPurgeBatchSize). Values below 1 are taken as 1.
+func WithPurgeBatchSize(n int) Option {
+	return func(o *options) { o.purgeBatchSize = max(n, 1) }
 }
 
 // retention is the background purge's retention; 0: off.

@@ -48,23 +48,22 @@ func OutcomeUnknown(err error) bool {
 		return false
 	}
 	var se *sentinelError
-	if errors.As(err, &se) && se.sentinel != ErrIO {
-		return false // a refusal: the store decided, nothing was written
-	}
-	cause := err
-	if se != nil {
-		if se.cause == nil {
+	if errors.As(err, &se) {
+		cause, isIO := se.ioCause()
+		switch {
+		case !isIO:
+			return false // a refusal: the store decided, nothing was written
+		case cause == nil:
 			return true
 		}
-		cause = driverCause(se.cause)
-	} else {
-		for _, s := range refusals {
-			if errors.Is(err, s) {
-				return false
-			}
+		return causeOutcomeUnknown(driverCause(cause))
+	}
+	for _, s := range refusals {
+		if errors.Is(err, s) {
+			return false
 		}
 	}
-	return causeOutcomeUnknown(cause)
+	return causeOutcomeUnknown(err)
 }
 
 // refusals are the sentinels of writes the store refused.

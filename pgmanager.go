@@ -3,7 +3,6 @@ package remotestorage
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync/atomic"
 
@@ -320,8 +319,7 @@ func (m *PgManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u Remote
 	case row.CurrentState < 0 || RemotePartitionDeleteState(row.DeleteState) == DeletePartitionFinished:
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
 	case refusedBeforeTheLock(row, params.Allowed):
-		return &sentinelError{sentinel: ErrIO, cause: errNotApplied,
-			detail: fmt.Sprintf("update segment %s to %s: other writers changed its state %d times while it waited", u.SegmentID.ID, u.State, maxRacedUpdateRetries+1)}
+		return notAppliedError("update segment %s to %s: other writers changed its state %d times while it waited", u.SegmentID.ID, u.State, maxRacedUpdateRetries+1)
 	}
 	return segmentTransitionError(u.SegmentID.ID, RemoteLogSegmentState(row.CurrentState), u.State)
 }

@@ -26,13 +26,13 @@ func (m *PgManager) remoteLogSegments(ctx context.Context, tp TopicIDPartition, 
 		page, err := scanSegments(ctx, m.reader, func(rec db.DBTX) error {
 			_, err := m.queries.SegmentListPage(ctx, rec, db.SegmentListPageParams{
 				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition,
-				AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
+				AfterStartOffset: after.StartOffset, AfterAddedVersion: after.AddedVersion,
 				PageSize: int32(limit),
 			})
 			return err
 		}, itemFromRow)
 		if err != nil {
-			return nil, ioError(ctx, err, "list segments of %s after offset %d", tp, after.startOffset)
+			return nil, ioError(ctx, err, "list segments of %s after offset %d", tp, after.StartOffset)
 		}
 		return page, nil
 	}
@@ -55,13 +55,13 @@ func (m *PgManager) remoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPart
 		page, err := scanSegments(ctx, m.reader, func(rec db.DBTX) error {
 			_, err := m.queries.SegmentListByEpochPage(ctx, rec, db.SegmentListByEpochPageParams{
 				TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, Epoch: int32(epoch),
-				AfterStartOffset: after.startOffset, AfterAddedVersion: after.addedVersion,
+				AfterStartOffset: after.StartOffset, AfterAddedVersion: after.AddedVersion,
 				PageSize: int32(limit),
 			})
 			return err
 		}, itemFromRow)
 		if err != nil {
-			return nil, ioError(ctx, err, "list segments of epoch %d in %s after offset %d", epoch, tp, after.startOffset)
+			return nil, ioError(ctx, err, "list segments of epoch %d in %s after offset %d", epoch, tp, after.StartOffset)
 		}
 		return page, nil
 	}

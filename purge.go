@@ -34,24 +34,6 @@ const (
 	minPurgeInterval = 100 * time.Millisecond
 )
 
-// WithForgottenRetention sets how long a forgotten segment (one in
-// DELETE_SEGMENT_FINISHED, or any segment of a partition in
-// DELETE_PARTITION_FINISHED) is kept, counted from the write that made it
-// so. Each PgManager purges in the background what was forgotten longer ago
-// than d, a bounded batch at a time, with brokers not repeating each other's
-// work. Default 168h (7 days); 0 turns it off, and then ids stay taken until
-// PurgeForgotten or an operator deletes them. An InMemoryManager purges by
-// the same rule, as it writes. A negative d is taken as 0.
-func WithForgottenRetention(d time.Duration) Option {
-	return func(o *options) { o.forgottenRetention, o.forgottenRetentionSet = max(d, 0), true }
-}
-
-// WithPurgeBatchSize sets how many segments one purge transaction deletes at
-// most (default DefaultPurgeBatchSize). Values below 1 are taken as 1.
-func WithPurgeBatchSize(n int) Option {
-	return func(o *options) { o.purgeBatchSize = max(n, 1) }
-}
-
 // negativeAge is the error of PurgeForgotten for a negative olderThan.
 func negativeAge(olderThan time.Duration) error {
 	return fmt.Errorf("remotestorage: PurgeForgotten: olderThan %s is negative: want 0 or more", olderThan)

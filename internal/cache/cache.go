@@ -24,7 +24,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/krabka/remotestorage/db"
@@ -166,7 +165,7 @@ func (c *Cache) poll() error {
 		if cp.data != nil {
 			params.TopicIds = append(params.TopicIds, cp.tp.TopicID.String())
 			params.Partitions = append(params.Partitions, cp.tp.Partition)
-			params.Snapshots = append(params.Snapshots, cp.after.text)
+			params.Snapshots = append(params.Snapshots, cp.after.Text())
 			params.DeleteVersions = append(params.DeleteVersions, cp.data.DeleteVersion())
 		}
 	}
@@ -304,7 +303,7 @@ func (c *Cache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	// Transaction ids that went back (a failover to a standby that lacked
 	// the old primary's last transactions) would let a snapshot of the old
 	// server see writes it never read: reload.
-	if err == nil && loaded && (read.generation != generation || vanishedSince(read.partition.VanishedXid, *after) || read.snapshot.xmax < after.xmax) {
+	if err == nil && loaded && (read.generation != generation || vanishedSince(read.partition.VanishedXid, *after) || read.snapshot.wentBack(*after)) {
 		reload = true
 		startReload()
 		read, err = c.readChanges(ctx, cp.tp, nil)
@@ -370,14 +369,6 @@ func (c *Cache) catchUp(ctx context.Context, cp *cachedPartition) error {
 	return nil
 }
 
-// vanishedSince reports whether rows of the partition were deleted that a
-// cache brought up to snapshot after may not have seen forgotten: the
-// purge's vanished_xid, the largest last_xid of the rows it deleted, is not
-// below the snapshot's xmin.
-func vanishedSince(vanished pgtype.Uint64, after Snapshot) bool {
-	return vanished.Valid && vanished.Uint64 >= after.xmin
-}
-
 // changes is what a load or a catch-up read, in one snapshot: the
 // partition row, the segments written since the cache's snapshot (a load:
 // the live ones), and, for a load, the epoch ends of the segments it does
@@ -397,7 +388,7 @@ type changes struct {
 func (c *Cache) readChanges(ctx context.Context, tp partition.TopicIDPartition, after *Snapshot) (changes, error) {
 	if after != nil {
 		rows, err := c.cfg.Queries.PartitionCatchUp(ctx, c.cfg.Pool, db.PartitionCatchUpParams{
-			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.text,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.Text(),
 		})
 		if err != nil {
 			return changes{}, err
@@ -456,7 +447,7 @@ func (c *Cache) readChanges(ctx context.Context, tp partition.TopicIDPartition, 
 	} else {
 		var rows []db.PartitionChangesRow
 		rows, err = c.cfg.Queries.PartitionChanges(ctx, tx, db.PartitionChangesParams{
-			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.text,
+			TopicID: dbuuid.UUID(tp.TopicID), Partition: tp.Partition, After: after.Text(),
 		})
 		for _, r := range rows {
 			read.segments = append(read.segments, r.RlmmSegment)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Snapshot is a PostgreSQL snapshot (pg_snapshot) as the cache keeps it:
@@ -60,3 +62,16 @@ func (s Snapshot) sees(xid uint64) bool {
 
 // Text is the snapshot as PostgreSQL prints it, which the statements take.
 func (s Snapshot) Text() string { return s.text }
+
+// vanishedSince reports whether rows of the partition were deleted that a
+// cache brought up to snapshot after may not have seen forgotten: the
+// purge's vanished_xid, the largest last_xid of the rows it deleted, is not
+// below the snapshot's xmin.
+func vanishedSince(vanished pgtype.Uint64, after Snapshot) bool {
+	return vanished.Valid && vanished.Uint64 >= after.xmin
+}
+
+// wentBack reports whether s, taken after prev, has transaction ids behind
+// prev's: a failover to a standby that lacked the old primary's last
+// transactions.
+func (s Snapshot) wentBack(prev Snapshot) bool { return s.xmax < prev.xmax }
