@@ -13,8 +13,3 @@ type PartitionDeleteStates interface {
 	// failure (and with ErrNotReady while a cache loads tp).
 	PartitionDeleteState(ctx context.Context, tp TopicIDPartition) (RemotePartitionDeleteState, bool, error)
 }
-
-var (
-	_ PartitionDeleteStates = (*PgManager)(nil)
-	_ PartitionDeleteStates = (*InMemoryManager)(nil)
-)

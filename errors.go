@@ -100,6 +100,11 @@ func (e *sentinelError) Unwrap() []error {
 	return []error{e.sentinel}
 }
 
+// errNotApplied is the cause of an ErrIO that the manager raised itself,
+// having sent no write that could commit: the write certainly did not
+// apply.
+var errNotApplied = errors.New("nothing was written")
+
 // notAppliedError is the ErrIO of a write that was not applied, and whose
 // outcome is therefore known (errNotApplied).
 func notAppliedError(format string, args ...any) error {

@@ -31,9 +31,6 @@ type SegmentStreams interface {
 	RemoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch) iter.Seq2[RemoteLogSegmentMetadata, error]
 }
 
-var _ SegmentStreams = (*PgManager)(nil)
-var _ SegmentStreams = (*InMemoryManager)(nil)
-
 // listPageSize is how many segments one page of a stream holds: about
 // 300 KB of rows, and one round trip per thousand segments.
 const listPageSize = 1000

@@ -68,6 +68,10 @@ const (
 	DeletePartitionFinished RemotePartitionDeleteState = 2
 )
 
+// partitionDeleteNone is the partition-delete "state" of a partition that has
+// no delete record yet. It is never stored.
+const partitionDeleteNone RemotePartitionDeleteState = -1
+
 var partitionDeleteStateNames = [...]string{
 	DeletePartitionMarked:   "DELETE_PARTITION_MARKED",
 	DeletePartitionStarted:  "DELETE_PARTITION_STARTED",
@@ -204,4 +208,13 @@ type KafkaExtensions interface {
 type Manager interface {
 	RemoteLogMetadataManager
 	KafkaExtensions
+}
+
+// totalSize is the sum of the segments' SegmentSizeInBytes (RemoteLogSize).
+func totalSize(segments []RemoteLogSegmentMetadata) int64 {
+	var size int64
+	for _, s := range segments {
+		size += int64(s.SegmentSizeInBytes)
+	}
+	return size
 }

@@ -21,7 +21,7 @@ type InMemoryManager struct {
 	partitions map[partitionKey]*memPartition
 	takenIDs   map[uuid.UUID]partitionKey // every id added and not purged, and its partition
 
-	// Purging (memmanager_purge.go).
+	// Purging (below).
 	now            func() time.Time
 	forgottenAt    map[uuid.UUID]time.Time    // the segments in DELETE_SEGMENT_FINISHED, since when
 	deletedAt      map[partitionKey]time.Time // the partitions in DELETE_PARTITION_FINISHED, since when
@@ -49,6 +49,8 @@ func (m *InMemoryManager) partition(tp TopicIDPartition) *partition.Partition {
 
 var _ RemoteLogMetadataManager = (*InMemoryManager)(nil)
 var _ KafkaExtensions = (*InMemoryManager)(nil)
+var _ SegmentStreams = (*InMemoryManager)(nil)
+var _ PartitionDeleteStates = (*InMemoryManager)(nil)
 
 // NewInMemoryManager returns an empty in-memory manager.
 func NewInMemoryManager(opts ...Option) *InMemoryManager {
@@ -222,14 +224,6 @@ func (m *InMemoryManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition
 	return totalSize(segments), nil
 }
 
-func totalSize(segments []RemoteLogSegmentMetadata) int64 {
-	var size int64
-	for _, s := range segments {
-		size += int64(s.SegmentSizeInBytes)
-	}
-	return size
-}
-
 // NextSegmentWithTxnIndex walks the finished segments of epoch from offset as
 // lookups find them and returns the first with a transaction index.
 func (m *InMemoryManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
@@ -313,4 +307,123 @@ func (m *InMemoryManager) PartitionDeleteState(ctx context.Context, tp TopicIDPa
 		return partitionDeleteNone, false, nil
 	}
 	return RemotePartitionDeleteState(p.DeleteState), true, nil
+}
+
+// InMemoryManager's purge (purge.go says what is purged, and when). It has
+// no background goroutine (it has no Close): each write first purges, a
+// bounded batch at a time, what its retention has expired, oldest first,
+// from a queue of what was forgotten when.
+
+// memForgotten is one entry of the InMemoryManager's queue: a segment that
+// reached DELETE_SEGMENT_FINISHED, or a partition whose delete finished, at
+// a time. An entry is stale once a later write (a retry) re-stamped it.
+type memForgotten struct {
+	id  uuid.UUID // the segment; uuid.Nil: the partition key
+	key partitionKey
+	at  time.Time
+}
+
+// forgetSegment records that segment id of key was forgotten now. Callers
+// hold m.mu.
+func (m *InMemoryManager) forgetSegment(id uuid.UUID, key partitionKey) {
+	at := m.now()
+	m.forgottenAt[id] = at
+	if m.opts.retention() > 0 {
+		m.expiry = append(m.expiry, memForgotten{id: id, key: key, at: at})
+	}
+}
+
+// forgetPartition records that the delete of partition key finished now.
+// Callers hold m.mu.
+func (m *InMemoryManager) forgetPartition(key partitionKey) {
+	at := m.now()
+	m.deletedAt[key] = at
+	if m.opts.retention() > 0 {
+		m.expiry = append(m.expiry, memForgotten{key: key, at: at})
+	}
+}
+
+// purgeExpired purges, before a write, up to a batch of what the retention
+// has expired. Callers hold m.mu.
+func (m *InMemoryManager) purgeExpired() {
+	retention := m.opts.retention()
+	if retention <= 0 {
+		return
+	}
+	cutoff := m.now().Add(-retention)
+	for n := int32(0); n < m.opts.batchSize() && len(m.expiry) > 0 && !m.expiry[0].at.After(cutoff); n++ {
+		e := m.expiry[0]
+		m.expiry[0] = memForgotten{}
+		m.expiry = m.expiry[1:]
+		if e.id == uuid.Nil {
+			if at, ok := m.deletedAt[e.key]; ok && at.Equal(e.at) {
+				m.purgePartition(e.key)
+			}
+		} else if at, ok := m.forgottenAt[e.id]; ok && at.Equal(e.at) {
+			m.purgeSegment(e.id)
+		}
+	}
+	if len(m.expiry) == 0 {
+		m.expiry = nil // let the backing array go
+	}
+}
+
+// purgeSegment frees the id of a forgotten segment. Callers hold m.mu.
+func (m *InMemoryManager) purgeSegment(id uuid.UUID) {
+	delete(m.takenIDs, id)
+	delete(m.forgottenAt, id)
+	m.purgedSegments++
+}
+
+// purgePartition frees the ids of every segment of a partition whose delete
+// finished, and takes its delete record. Callers hold m.mu.
+func (m *InMemoryManager) purgePartition(key partitionKey) int64 {
+	var n int64
+	for id, k := range m.takenIDs {
+		if k == key {
+			m.purgeSegment(id)
+			n++
+		}
+	}
+	delete(m.deletedAt, key)
+	if p := m.partitions[key]; p != nil {
+		p.version++
+		p.DeleteState = int8(partitionDeleteNone)
+		p.Empty()
+		p.Changed()
+	}
+	return n
+}
+
+// PurgeForgotten deletes every segment forgotten for at least olderThan
+// (its id may then be added again), and takes the delete record of each
+// partition in DELETE_PARTITION_FINISHED for that long. Returns the number
+// of segments deleted. A negative olderThan is an error.
+func (m *InMemoryManager) PurgeForgotten(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, negativeAge(olderThan)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cutoff := m.now().Add(-olderThan)
+	var n int64
+	for key, at := range m.deletedAt {
+		if !at.After(cutoff) {
+			n += m.purgePartition(key)
+		}
+	}
+	for id, at := range m.forgottenAt {
+		if !at.After(cutoff) {
+			m.purgeSegment(id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// PurgedSegments is how many segments this manager has purged.
+func (m *InMemoryManager) PurgedSegments() int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.purgedSegments
 }

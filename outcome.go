@@ -84,11 +84,6 @@ func isContextError(err error) bool {
 	return err == context.Canceled || err == context.DeadlineExceeded
 }
 
-// errNotApplied is the cause of an ErrIO that the manager raised itself,
-// having sent no write that could commit: the write certainly did not
-// apply.
-var errNotApplied = errors.New("nothing was written")
-
 func causeOutcomeUnknown(cause error) bool {
 	if errors.Is(cause, errNotApplied) {
 		return false

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"slices"
 	"sync/atomic"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,12 +34,14 @@ type PgManager struct {
 	cache   *cache.Cache    // nil without WithCache
 	notify  *cache.Notifier // tells other caches of this manager's writes, after commit
 	side    *cache.SideConn // the connection of the manager's background statements
-	purger  *purger         // the background purge (pgmanager_purge.go); nil when off
+	purger  *purger         // the background purge (purger.go); nil when off
 	purged  atomic.Int64
 }
 
 var _ RemoteLogMetadataManager = (*PgManager)(nil)
 var _ KafkaExtensions = (*PgManager)(nil)
+var _ SegmentStreams = (*PgManager)(nil)
+var _ PartitionDeleteStates = (*PgManager)(nil)
 
 // NewPgManager returns a manager over pool. It fails when the database
 // cannot be reached, when its schema is older than SchemaVersion (run
@@ -59,7 +63,7 @@ func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgM
 	if m.opts.cache {
 		m.cache = cache.New(m.cacheConfig())
 	}
-	m.purger = startPurger(m)
+	m.purger = startPurger(m.opts.retention(), m.PurgeForgotten, m.logWarn, m.logInfo)
 	return m, nil
 }
 
@@ -355,14 +359,6 @@ func segmentFromUpdate(u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow
 		AddedVersion: row.AddedVersion, FinishedVersion: pgtype.Int8{Int64: row.FinishedVersion, Valid: row.FinishedVersion >= 0},
 		LastVersion: row.UpdatedVersion,
 	}, nil)
-}
-
-func stateCodes[S ~int8](states []S) []int16 {
-	codes := make([]int16, len(states))
-	for i, s := range states {
-		codes[i] = int16(s)
-	}
-	return codes
 }
 
 // PutRemotePartitionDeleteMetadata records a partition-delete state in one
@@ -690,6 +686,59 @@ func (m *PgManager) PartitionDeleteState(ctx context.Context, tp TopicIDPartitio
 	}
 	return RemotePartitionDeleteState(row.DeleteState.Int16), true, nil
 }
+
+// PurgeForgotten deletes, in bounded batches, every segment forgotten for
+// longer than olderThan (with all it stored), and takes the delete record of
+// each partition in DELETE_PARTITION_FINISHED for longer than that once its
+// segments are gone, so that adds to it work again. Returns the number of
+// segments deleted. The age is measured on the database's clock.
+//
+// Each round is one call of the SQL function rlmm_purge_round (which DBAs
+// call from psql too, through rlmm_purge), bounded by the batch size, that locks its rows with
+// SKIP LOCKED: several managers may purge at once, none deletes what
+// another already did, and none waits on another (or on a broker's write);
+// a row one of them skipped
+// is purged by the one holding it, or by the next purge. Purging changes no
+// query's answer. A purged segment's id may be added again.
+//
+// A negative olderThan is an error.
+func (m *PgManager) PurgeForgotten(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, negativeAge(olderThan)
+	}
+	olderThanUs := olderThan.Microseconds()
+	batch := m.opts.batchSize()
+	var total int64
+	for {
+		r, err := m.queries.PurgeRound(ctx, m.pool, db.PurgeRoundParams{OlderThanUs: olderThanUs, BatchSize: batch})
+		if err != nil {
+			return total, ioError(ctx, err, "purge (%d segments purged before)", total)
+		}
+		m.purged.Add(r.Segments)
+		total += r.Segments
+		if m.cache != nil {
+			// Partitions whose delete record the round took: their
+			// delete_version moved, and the round notified it; this
+			// manager's cache applies it at once.
+			for i, id := range r.TopicIds {
+				tp := partition.TopicIDPartition{TopicID: uuid.UUID(id), Topic: r.Topics[i], Partition: r.Partitions[i]}
+				version := r.Versions[i]
+				m.cache.Applied(tp, cache.OwnWrite{Order: version, Xid: r.Xid}, func(d *cache.Data) { d.Purged(version) })
+			}
+		}
+		// Stop when a round found nothing: a batch that deleted fewer than
+		// it may have skipped rows another purge holds, and that purge
+		// goes on.
+		if r.Segments == 0 && len(r.TopicIds) == 0 {
+			return total, nil
+		}
+	}
+}
+
+// PurgedSegments is how many segments this manager has purged, in the
+// background and through PurgeForgotten: Instrument exports it as
+// rlmm_purged_segments_total.
+func (m *PgManager) PurgedSegments() int64 { return m.purged.Load() }
 
 // readOptional runs a read of at most one row on the reader pool: no row is
 // (zero, false, nil), and any other failure an ErrIO described by format.

@@ -7,8 +7,8 @@ package remotestorage
 // epoch rows), and a partition whose delete finished that long ago loses its
 // delete record (adds work again). Each PgManager purges in the background;
 // PurgeForgotten does the same on demand (rlmmctl purge uses it). This file
-// holds what both managers' purges share; PgManager's purge is in
-// pgmanager_purge.go, InMemoryManager's in memmanager_purge.go.
+// holds what both managers' purges share; each manager's PurgeForgotten is
+// in its own file, and PgManager's background purge in purger.go.
 
 import (
 	"fmt"
@@ -24,15 +24,6 @@ const DefaultForgottenRetention = 7 * 24 * time.Hour
 // partition holds that partition's row for the batch (about 10 ms for 256
 // segments here), so a broker's write to it can wait that long.
 const DefaultPurgeBatchSize = 256
-
-// maxPurgeInterval bounds the pause between two background purges; the
-// pause is a quarter of the retention when that is shorter (at least
-// minPurgeInterval), with ±25 % jitter so that brokers started together do
-// not purge in step.
-const (
-	maxPurgeInterval = time.Minute
-	minPurgeInterval = 100 * time.Millisecond
-)
 
 // negativeAge is the error of PurgeForgotten for a negative olderThan.
 func negativeAge(olderThan time.Duration) error {

@@ -17,10 +17,6 @@ var segmentTransitions = map[RemoteLogSegmentState][]RemoteLogSegmentState{
 	DeleteSegmentFinished: {DeleteSegmentFinished},
 }
 
-// partitionDeleteNone is the partition-delete "state" of a partition that has
-// no delete record yet. It is never stored.
-const partitionDeleteNone RemotePartitionDeleteState = -1
-
 // partitionDeleteTransitions lists, for each from-state, the states a
 // partition-delete record may move to: none → MARKED → STARTED → FINISHED,
 // plus self-transitions.
@@ -84,4 +80,13 @@ func allowedPartitionDeleteFromStates(to RemotePartitionDeleteState) (from []Rem
 		}
 	}
 	return from, partitionDeleteTransitionAllowed(partitionDeleteNone, to)
+}
+
+// stateCodes are the codes of states, as the statements take them.
+func stateCodes[S ~int8](states []S) []int16 {
+	codes := make([]int16, len(states))
+	for i, s := range states {
+		codes[i] = int16(s)
+	}
+	return codes
 }
