@@ -204,6 +204,14 @@ kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and 
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
 
+# `make kafka-import`: the import and verify of Kafka's topic-based metadata
+# (TbrlmmImportIT) alone; kafka-e2e runs it among the other suites.
+.PHONY: kafka-import
+kafka-import: pg-user ## Import and verify of Kafka's topic-based metadata (__remote_log_metadata) into the store, against an in-process broker, rlmmd and a throwaway PostgreSQL (~2 min).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=TbrlmmImportIT -Dfailsafe.failIfNoSpecifiedTests=false
+
 # `make kafka-matrix`: the end-to-end suite's brokers on the newest patch of
 # each Kafka line from 3.9, all loading the one plugin jar built against
 # 4.4.0. -Dkafka.line picks the line's test kit (kafka/pom.xml). Every line
