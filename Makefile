@@ -212,6 +212,12 @@ kafka-import: pg-user ## Import and verify of Kafka's topic-based metadata (__re
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=TbrlmmImportIT -Dfailsafe.failIfNoSpecifiedTests=false
 
+.PHONY: kafka-import-bench
+kafka-import-bench: pg-user ## The import's and verify's throughput on a metadata topic of about 12,000 records (bench.partitions, bench.segments; ~3 min).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=TbrlmmImportBench -Dfailsafe.failIfNoSpecifiedTests=false
+
 # `make kafka-matrix`: the end-to-end suite's brokers on the newest patch of
 # each Kafka line from 3.9, all loading the one plugin jar built against
 # 4.4.0. -Dkafka.line picks the line's test kit (kafka/pom.xml). Every line
