@@ -507,6 +507,9 @@ public final class TbrlmmTool {
             // What is committed; checkpoint stays what this run started from.
             Map<Integer, Long> committed = new TreeMap<>(checkpoint);
             long[] writes = {0};
+            // Following: a user partition first named after the first pass
+            // is compared with the store before its first write.
+            Set<TopicIdPartition> checked = new HashSet<>(scan.partitions());
             try (Appliers appliers = new Appliers(scan)) {
                 readTopic(c, ends, follow, (p, o, m) -> {
                     TbrlmmModel.Refusal r = model.apply(m);
@@ -518,6 +521,9 @@ public final class TbrlmmTool {
                         dropped.incrementAndGet();
                         err.println("import: " + MetadataRecords.at(topic, p, o) + ": dropped, as TBRLMM drops it: " + r.what + " (" + describe(m) + ")");
                     } else {
+                        if (checked.add(m.topicIdPartition())) {
+                            requireEmpty(m.topicIdPartition(), p, o);
+                        }
                         throttle(start, ++writes[0]);
                         appliers.submit(m, p, o, model.deleteState(m.topicIdPartition()) != null);
                     }
@@ -828,6 +834,16 @@ public final class TbrlmmTool {
             }
         }
         return out;
+    }
+
+    /** A user partition the first pass did not see: the store must hold nothing of it. */
+    private void requireEmpty(TopicIdPartition tp, int p, long o) throws Stop {
+        StoreList store = storeList(tp);
+        if (store.deleted() || !store.segments().isEmpty()) {
+            throw new Stop(EXIT_ERROR, "conflict: " + MetadataRecords.at(topic, p, o) + " is the first record of " + tp
+                + ", of which the store already holds " + (store.deleted() ? "a finished deletion" : store.segments().size() + " segments")
+                + " the topic does not: stopped before writing it");
+        }
     }
 
     private static String fields(RemoteLogSegmentMetadata s) {

@@ -549,4 +549,31 @@ class TbrlmmImportIT {
         assertEquals(c.records.size() - c.dropped + 2, tool.applied());
         assertEquals(TbrlmmTool.EXIT_OK, verify().code);
     }
+
+    @Test
+    void followRefusesAConflictOnANewPartition(TestInfo info) throws Exception {
+        setUp(info);
+        Content c = content(8);
+        produce(c.records);
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(err, true, StandardCharsets.UTF_8));
+        CompletableFuture<Integer> code = CompletableFuture.supplyAsync(() -> tool.run(args("import", "--follow")));
+        Fixture.await("the topic imported", () -> tool.applied() == c.records.size() - c.dropped);
+        // A broker on the plugin writes a partition TBRLMM's topic names only later.
+        TopicIdPartition d0 = new TopicIdPartition(Uuid.randomUuid(), 0, "late");
+        try (RlmmdRemoteLogMetadataManager m = plugin()) {
+            m.addRemoteLogSegmentMetadata(new RemoteLogSegmentMetadata(new RemoteLogSegmentId(d0, Uuid.randomUuid()), 0, 99,
+                1, 1, 1, 1, Optional.empty(), RemoteLogSegmentState.COPY_SEGMENT_STARTED, Map.of(0, 0L))).get();
+        }
+        RemoteLogSegmentMetadata fromTopic = new RemoteLogSegmentMetadata(new RemoteLogSegmentId(d0, Uuid.randomUuid()), 0, 99,
+            1, 1, 1, 1, Optional.empty(), RemoteLogSegmentState.COPY_SEGMENT_STARTED, Map.of(0, 0L));
+        produce(List.of(fromTopic));
+        int exit = code.get(Fixture.TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+        String log = err.toString(StandardCharsets.UTF_8);
+        assertEquals(TbrlmmTool.EXIT_ERROR, exit, log);
+        assertTrue(log.contains("is the first record of " + d0 + ", of which the store already holds 1 segments the topic does not"), log);
+        try (RlmmdRemoteLogMetadataManager m = plugin()) {
+            assertEquals(1, list(m, d0).size(), "the topic's segment was not written");
+        }
+    }
 }
