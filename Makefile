@@ -198,7 +198,7 @@ kafka: ## Build the Kafka plugin's shaded jar (kafka/target/remotestorage-kafka-
 	cd kafka && $(MVN) package
 
 .PHONY: kafka-e2e
-kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and a throwaway PostgreSQL, end to end (~6 min; Maven fetches Kafka).
+kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and a throwaway PostgreSQL, end to end, and the import from Kafka's topic-based manager (~8 min; Maven fetches Kafka).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture

@@ -417,6 +417,8 @@ public final class TbrlmmTool {
                     throw e;
                 }
                 failure = e;
+            } catch (WakeupException e) {
+                continue; // stop() woke the consumer up: the wake-up is spent, the call is made again
             } catch (org.apache.kafka.common.errors.RetriableException e) {
                 failure = e;
             }
