@@ -535,7 +535,7 @@ public final class TbrlmmTool {
                 appliers.finish();
                 commit(c, appliers.safe(done), committed);
             }
-            out.println("import: done: " + progress(start) + ", lag " + lag(c, tps));
+            out.println("import: done: " + progress(start) + ", lag " + lag(c, tps, done));
             return storeRefused.get() > 0 ? EXIT_DIFFERENCES : EXIT_OK;
         } finally {
             liveConsumer = null;
@@ -671,23 +671,26 @@ public final class TbrlmmTool {
         }
         if (Duration.ofNanos(now - lastProgress[0]).toMillis() >= progressIntervalMs) {
             lastProgress[0] = now;
-            err.println("import: " + progress(start) + ", lag " + lag(c, tps));
+            err.println("import: " + progress(start) + ", lag " + lag(c, tps, done));
         }
     }
 
     private String progress(long start) {
         double s = Math.max(1e-3, (System.nanoTime() - start) / 1e9);
+        long handled = applied.get() + already.get() + dropped.get() + storeRefused.get();
         return String.format("%d records read, %d applied, %d already in the store, %d dropped as TBRLMM drops them, "
                 + "%d refused by the store, %d unparsable skipped; %.0f records/s",
-            read.get(), applied.get(), already.get(), dropped.get(), storeRefused.get(), skipped.get(), read.get() / s);
+            read.get(), applied.get(), already.get(), dropped.get(), storeRefused.get(), skipped.get(), handled / s);
     }
 
-    private String lag(KafkaConsumer<byte[], byte[]> c, List<TopicPartition> tps) {
+    /** Per metadata partition: its end offset minus the offset before which every record is applied. */
+    private String lag(KafkaConsumer<byte[], byte[]> c, List<TopicPartition> tps, Map<Integer, Long> appliedTo) {
         try {
             Map<TopicPartition, Long> ends = c.endOffsets(tps, Duration.ofSeconds(10));
             StringBuilder b = new StringBuilder();
             for (TopicPartition tp : tps) {
-                b.append(b.length() == 0 ? "" : " ").append(tp.partition()).append('=').append(Math.max(0, ends.get(tp) - c.position(tp)));
+                b.append(b.length() == 0 ? "" : " ").append(tp.partition()).append('=')
+                    .append(Math.max(0, ends.get(tp) - appliedTo.getOrDefault(tp.partition(), 0L)));
             }
             return b.toString();
         } catch (RuntimeException e) {

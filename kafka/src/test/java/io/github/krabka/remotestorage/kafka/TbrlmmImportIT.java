@@ -576,4 +576,29 @@ class TbrlmmImportIT {
             assertEquals(1, list(m, d0).size(), "the topic's segment was not written");
         }
     }
+
+    @Test
+    void databaseDownMidImport(TestInfo info) throws Exception {
+        setUp(info);
+        Content c = content(120);
+        produce(c.records);
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(err, true, StandardCharsets.UTF_8));
+        CompletableFuture<Integer> code = CompletableFuture.supplyAsync(() -> tool.run(args("import", "--max-rate", "300")));
+        Fixture.await("100 records applied", () -> tool.applied() >= 100);
+        pg.stop();
+        try {
+            Fixture.await("the import to retry", () -> err.toString(StandardCharsets.UTF_8).contains("retrying with backoff"));
+        } finally {
+            pg.start();
+        }
+        int exit = code.get(Fixture.TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+        String log = err.toString(StandardCharsets.UTF_8);
+        System.out.println(log);
+        assertEquals(TbrlmmTool.EXIT_OK, exit, log);
+        assertEquals(0, tool.storeRefused(), log);
+        assertEquals(c.records.size() - c.dropped, tool.applied() + tool.alreadyApplied(), "every record once");
+        assertImportedAll(c);
+        assertEquals(TbrlmmTool.EXIT_OK, verify().code);
+    }
 }
