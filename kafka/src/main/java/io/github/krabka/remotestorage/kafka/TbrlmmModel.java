@@ -162,6 +162,11 @@ final class TbrlmmModel {
         return Optional.ofNullable(states == null ? null : states.get(id));
     }
 
+    /** How many segments TBRLMM holds (not DELETE_SEGMENT_FINISHED), over every partition. */
+    long liveSegments() {
+        return segments.values().stream().mapToLong(Map::size).sum();
+    }
+
     RemotePartitionDeleteState deleteState(TopicIdPartition tp) {
         return deletes.get(tp);
     }

@@ -492,11 +492,20 @@ public final class TbrlmmTool {
             if (stopped) {
                 return EXIT_ERROR;
             }
-            List<String> conflicts = conflicts(scan);
+            long[] inStore = {0};
+            List<String> conflicts = conflicts(scan, inStore);
             if (!conflicts.isEmpty()) {
                 conflicts.forEach(x -> err.println("import: conflict: " + x));
                 throw new Stop(EXIT_ERROR, conflicts.size() + " conflicts between the store and " + topic
                     + ": the store holds metadata the topic does not; nothing was written");
+            }
+            // A checkpoint that says records were applied, and a store that
+            // holds none of the topic's live segments: another database than
+            // the one the group imported into. Resuming would skip them.
+            if (checkpoint.values().stream().anyMatch(x -> x > 0) && scan.liveSegments() > 0 && inStore[0] == 0) {
+                throw new Stop(EXIT_ERROR, "the checkpoint of group " + group + " (" + checkpoint + ") says records were applied, but the store "
+                    + "holds none of the topic's " + scan.liveSegments() + " live segments: another database than the group imported into? "
+                    + "Import into an empty database with a new --group; nothing was written");
             }
 
             // Pass 2: replay from the beginning (TBRLMM's state before each
@@ -813,10 +822,11 @@ public final class TbrlmmTool {
      * ever takes it, or a partition the store deleted and the topic did not.
      * An earlier import of the same records is none of these.
      */
-    private List<String> conflicts(TbrlmmModel scan) throws Stop {
+    private List<String> conflicts(TbrlmmModel scan, long[] inStore) throws Stop {
         List<String> out = new ArrayList<>();
         for (TopicIdPartition tp : scan.partitions()) {
             StoreList store = storeList(tp);
+            inStore[0] += store.segments().size() + (store.deleted() ? 1 : 0);
             if (store.deleted() && scan.deleteState(tp) != RemotePartitionDeleteState.DELETE_PARTITION_FINISHED) {
                 out.add(tp + ": the store finished deleting the partition; the topic did not");
             }

@@ -361,6 +361,16 @@ class TbrlmmImportIT {
         assertImportedAll(c);
         Run v2 = verify();
         assertEquals(TbrlmmTool.EXIT_OK, v2.code, v2.toString());
+
+        // The group's checkpoint against another, empty database: refused.
+        rlmmd.close();
+        rlmmd = new Fixture.Rlmmd(pg.database(db + "_other")).start();
+        Run other = importAll();
+        assertEquals(TbrlmmTool.EXIT_ERROR, other.code, other.toString());
+        assertTrue(other.err.contains("says records were applied, but the store holds none of the topic's"), other.err);
+        try (RlmmdRemoteLogMetadataManager m = plugin()) {
+            assertEquals(List.of(), list(m, A0), "nothing written");
+        }
     }
 
     @Test
