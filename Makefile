@@ -198,11 +198,25 @@ kafka: ## Build the Kafka plugin's shaded jar (kafka/target/remotestorage-kafka-
 	cd kafka && $(MVN) package
 
 .PHONY: kafka-e2e
-kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and a throwaway PostgreSQL, end to end (~6 min; Maven fetches Kafka).
+kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and a throwaway PostgreSQL, end to end, and the import from Kafka's topic-based manager (~8 min; Maven fetches Kafka).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
+
+# `make kafka-import`: the import and verify of Kafka's topic-based metadata
+# (TbrlmmImportIT) alone; kafka-e2e runs it among the other suites.
+.PHONY: kafka-import
+kafka-import: pg-user ## Import and verify of Kafka's topic-based metadata (__remote_log_metadata) into the store, against an in-process broker, rlmmd and a throwaway PostgreSQL (~2 min).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=TbrlmmImportIT -Dfailsafe.failIfNoSpecifiedTests=false
+
+.PHONY: kafka-import-bench
+kafka-import-bench: pg-user ## The import's and verify's throughput on a metadata topic of about 12,000 records (bench.partitions, bench.segments; ~3 min).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=TbrlmmImportBench -Dfailsafe.failIfNoSpecifiedTests=false
 
 # `make kafka-matrix`: the end-to-end suite's brokers on the newest patch of
 # each Kafka line from 3.9, all loading the one plugin jar built against

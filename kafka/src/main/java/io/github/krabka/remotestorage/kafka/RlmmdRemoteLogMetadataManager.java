@@ -96,21 +96,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public void configure(Map<String, ?> configs) {
         RlmmdConfig cfg = new RlmmdConfig(configs);
-        ChannelCredentials creds;
-        try {
-            if (cfg.tlsCaFile() == null) {
-                creds = InsecureChannelCredentials.create();
-            } else {
-                TlsChannelCredentials.Builder b = TlsChannelCredentials.newBuilder().trustManager(new File(cfg.tlsCaFile()));
-                if (cfg.tlsCertFile() != null) {
-                    b.keyManager(new File(cfg.tlsCertFile()), new File(cfg.tlsKeyFile()));
-                }
-                creds = b.build();
-            }
-        } catch (IOException | RuntimeException e) {
-            throw new ConfigException("rlmmd TLS files (" + RlmmdConfig.TLS_CA_FILE + ", " + RlmmdConfig.TLS_CERT_FILE
-                + ", " + RlmmdConfig.TLS_KEY_FILE + "): " + e.getMessage());
-        }
+        ChannelCredentials creds = credentials(cfg);
         // Building the channel does not connect: the first call does.
         RlmmdChannel rc;
         try {
@@ -136,6 +122,23 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         if (!KafkaLines.tested(kafka)) {
             log.warn("remotestorage: this broker runs Kafka {}, outside the lines the plugin is tested on ({}); it loads and runs as on those",
                 kafka, KafkaLines.RANGE);
+        }
+    }
+
+    /** Plaintext, TLS, or mutual TLS, as the rlmmd.tls.* keys say. */
+    static ChannelCredentials credentials(RlmmdConfig cfg) {
+        try {
+            if (cfg.tlsCaFile() == null) {
+                return InsecureChannelCredentials.create();
+            }
+            TlsChannelCredentials.Builder b = TlsChannelCredentials.newBuilder().trustManager(new File(cfg.tlsCaFile()));
+            if (cfg.tlsCertFile() != null) {
+                b.keyManager(new File(cfg.tlsCertFile()), new File(cfg.tlsKeyFile()));
+            }
+            return b.build();
+        } catch (IOException | RuntimeException e) {
+            throw new ConfigException("rlmmd TLS files (" + RlmmdConfig.TLS_CA_FILE + ", " + RlmmdConfig.TLS_CERT_FILE
+                + ", " + RlmmdConfig.TLS_KEY_FILE + "): " + e.getMessage());
         }
     }
 
