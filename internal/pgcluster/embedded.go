@@ -360,7 +360,8 @@ func unpack(jar, cache, dir, release string) (err error) {
 		return fmt.Errorf("pgcluster: unpacking %s: no initdb, pg_ctl and postgres in it", jar)
 	}
 	out, err := exec.Command(filepath.Join(bin, "postgres"), "--version").CombinedOutput()
-	want := strings.TrimSuffix(release, ".0")
+	// The bundle's release has a third number of its own (11.22.1 runs 11.22).
+	want := strings.Join(strings.SplitN(release, ".", 3)[:2], ".")
 	if err != nil || !strings.Contains(string(out), " "+want) {
 		return fmt.Errorf("pgcluster: unpacking %s: postgres --version answered %q (%v), want %s", jar, strings.TrimSpace(string(out)), err, want)
 	}

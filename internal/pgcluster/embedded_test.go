@@ -136,3 +136,26 @@ func TestFailedFetchKeepsNothing(t *testing.T) {
 		require.Equal(t, i, strings.Count(string(b), "called"), "run %d fetches again", i)
 	}
 }
+
+// BenchmarkStart times Start (initdb, then the server up) and Stop on the
+// default embedded release and, where installed, on the system's binaries,
+// in the same run: go test -run '^$' -bench Start -benchtime 5x.
+func BenchmarkStart(b *testing.B) {
+	embedded, err := EmbeddedBinDir(b.Context(), DefaultMajor)
+	require.NoError(b, err)
+	embedded15, err := EmbeddedBinDir(b.Context(), 15)
+	require.NoError(b, err)
+	dirs := map[string]string{"embedded-" + EmbeddedReleases[DefaultMajor]: embedded, "embedded-" + EmbeddedReleases[15]: embedded15}
+	if system, err := systemBinDir(); err == nil {
+		dirs["system-"+filepath.Base(filepath.Dir(system))] = system
+	}
+	for name, dir := range dirs {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				c, err := Start(b.Context(), Options{BinDir: dir})
+				require.NoError(b, err)
+				require.NoError(b, c.Stop())
+			}
+		})
+	}
+}
