@@ -114,7 +114,7 @@ psql: ## Open psql on DATABASE_URL (or the Docker database).
 # end to end on the fixture of that version.
 PG_MATRIX_VERSIONS ?= 15 16 17 18
 PG_MATRIX_KAFKA ?= 4.4.0
-PG_MATRIX_ROOT := Conformance|Plans|RepairFunctions|CacheHonestThroughDBARepairs|CacheFollowsAPartitionDeleted|CacheCrossBroker|CacheMissedNotification|Replica|ServerVersion|TestedServer
+PG_MATRIX_ROOT := Conformance|Plans|RepairFunctions|CacheHonestThroughDBARepairs|CacheFollowsAPartitionDeleted|CacheCrossBroker|CacheMissedNotification|Replica|TestedServer
 PG_MATRIX_GO = RLMM_PG_VERSION=$$v PGTEST_ROUTE=local $(GO) test $(TEST_FLAGS)
 
 .PHONY: pg-matrix
