@@ -438,7 +438,8 @@ func extractTar(tr *tar.Reader, dst string) error {
 				return err
 			}
 		case tar.TypeSymlink:
-			if filepath.IsAbs(h.Linkname) {
+			to := filepath.Join(filepath.Dir(target), h.Linkname)
+			if filepath.IsAbs(h.Linkname) || (to != dst && !strings.HasPrefix(to, dst+string(filepath.Separator))) {
 				return fmt.Errorf("entry %q links outside the bundle", h.Name)
 			}
 			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
@@ -447,6 +448,8 @@ func extractTar(tr *tar.Reader, dst string) error {
 			if err := os.Symlink(h.Linkname, target); err != nil {
 				return err
 			}
+		default:
+			return fmt.Errorf("entry %q has tar type %q, which the bundles do not use", h.Name, h.Typeflag)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package pgcluster
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -112,6 +114,35 @@ func TestIncompleteBundleIsNeverRun(t *testing.T) {
 	_, err = embeddedBinDir(t.Context(), cache, release)
 	require.ErrorContains(t, err, "was incomplete or corrupt")
 	require.NoDirExists(t, filepath.Join(cache, release))
+}
+
+// A bundle whose entries would land outside it is refused.
+func TestBundleEntriesStayInside(t *testing.T) {
+	t.Parallel()
+	for _, e := range []struct {
+		h    tar.Header
+		want string
+	}{
+		{tar.Header{Name: "../evil", Typeflag: tar.TypeReg, Mode: 0o644}, "points outside the bundle"},
+		{tar.Header{Name: "/etc/evil", Typeflag: tar.TypeReg, Mode: 0o644}, "points outside the bundle"},
+		{tar.Header{Name: "lib/x.so", Typeflag: tar.TypeSymlink, Linkname: "../../outside"}, "links outside the bundle"},
+		{tar.Header{Name: "lib/y.so", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}, "links outside the bundle"},
+		{tar.Header{Name: "bin/hard", Typeflag: tar.TypeLink, Linkname: "bin/postgres"}, "which the bundles do not use"},
+	} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		require.NoError(t, tw.WriteHeader(&e.h))
+		require.NoError(t, tw.Close())
+		dst := t.TempDir()
+		err := extractTar(tar.NewReader(&buf), dst)
+		require.ErrorContains(t, err, e.want, e.h.Name)
+	}
+	// A link inside is fine.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "lib/libz.so", Typeflag: tar.TypeSymlink, Linkname: "libz.so.1"}))
+	require.NoError(t, tw.Close())
+	require.NoError(t, extractTar(tar.NewReader(&buf), t.TempDir()))
 }
 
 // A failed fetch says so, keeps nothing, and the next run tries again.
