@@ -384,7 +384,7 @@ func extractJar(jar, dst string) error {
 	if err != nil {
 		return err
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }() // read only
 	for _, f := range zr.File {
 		if !strings.HasSuffix(f.Name, ".txz") {
 			continue
@@ -393,7 +393,7 @@ func extractJar(jar, dst string) error {
 		if err != nil {
 			return err
 		}
-		defer rc.Close()
+		defer func() { _ = rc.Close() }() // read only
 		xr, err := xz.NewReader(rc)
 		if err != nil {
 			return err
@@ -462,11 +462,11 @@ func lockFile(path string) (func(), error) {
 		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("pgcluster: lock %s: %w", path, err)
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
+		_ = f.Close() // closing drops the lock anyway
 	}, nil
 }
