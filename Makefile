@@ -118,7 +118,7 @@ PG_MATRIX_ROOT := Conformance|Plans|RepairFunctions|CacheHonestThroughDBARepairs
 PG_MATRIX_GO = RLMM_PG_VERSION=$$v PGTEST_ROUTE=local $(GO) test $(TEST_FLAGS)
 
 .PHONY: pg-matrix
-pg-matrix: pg-user pg-deps ## On each of PostgreSQL 15 to 18 (PG_MATRIX_VERSIONS): migrations, conformance, plans, repairs, roles, the change feed, standbys, one Kafka line (~7 min a version).
+pg-matrix: pg-user pg-deps ## On each of PostgreSQL 15 to 18 (PG_MATRIX_VERSIONS): migrations, conformance, plans, repairs, roles, the change feed, standbys, one Kafka line (~10 min a version).
 	set -e; for v in $(PG_MATRIX_VERSIONS); do \
 		echo "pg-matrix: PostgreSQL $$v"; \
 		$(PG_MATRIX_GO) ./migrations ./rlmmtest ./internal/pgcluster; \
