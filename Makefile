@@ -18,7 +18,7 @@ help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: pg-user ## Run the demo workload (a throwaway PostgreSQL unless DATABASE_URL is set).
+demo: pg-user pg-deps ## Run the demo workload (a throwaway PostgreSQL unless DATABASE_URL is set; RLMM_PG_VERSION picks its version).
 	$(GO) run ./cmd/rlmmctl demo
 
 .PHONY: test-deps-chromium
@@ -30,7 +30,7 @@ test-deps-chromium: # The plot test renders SVG with headless chromium (Debian's
 	fi
 
 .PHONY: test
-test: pg-user test-deps test-deps-chromium ## Run every test with the race detector (provisions its own PostgreSQL; installs pgbouncer and chromium when missing).
+test: pg-user pg-deps test-deps test-deps-chromium ## Run every test with the race detector (provisions its own PostgreSQL, RLMM_PG_VERSION or 18; installs pgbouncer and chromium when missing).
 	$(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: fuzz
@@ -80,6 +80,22 @@ test-deps: # The tests run a real PgBouncer (Debian's package): install it when 
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq pgbouncer >/dev/null; \
 	fi
 
+# The throwaway servers run the embedded PostgreSQL binaries, which mvn
+# fetches from Maven Central (internal/pgcluster, docs/TESTING.md); the
+# bundles hold only the server, so psql and pg_dump come from Debian's
+# postgresql-client-15 (pg_dump 15 writes schema.sql). Install both when
+# missing. No server package is needed.
+.PHONY: pg-deps
+pg-deps:
+	@missing=; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	[ -x /usr/lib/postgresql/15/bin/pg_dump ] && [ -x /usr/lib/postgresql/15/bin/psql ] || missing="$$missing postgresql-client-15"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (apt-get)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
 .PHONY: pg-user
 pg-user: # PostgreSQL refuses to run as root: make sure the unprivileged user exists.
 	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then useradd --system --user-group --no-create-home postgres; fi
@@ -88,8 +104,32 @@ pg-user: # PostgreSQL refuses to run as root: make sure the unprivileged user ex
 psql: ## Open psql on DATABASE_URL (or the Docker database).
 	psql "$${DATABASE_URL:-postgres://rlmm:rlmm@localhost:5432/rlmm?sslmode=disable}"
 
+# ---- PostgreSQL versions: the default runs everything (make test and the
+# Kafka and Rust suites); pg-matrix runs, on each version, what a version
+# can change (docs/OPERATIONS.md's table of supported versions): the
+# migrations (from empty; from the pre-release schema through release 1
+# under live brokers), the conformance suite and the randomized model, the
+# plan tests in both plan-cache modes, the repair functions and the roles,
+# the cache's change feed with two brokers, standbys, and one Kafka line
+# end to end on the fixture of that version.
+PG_MATRIX_VERSIONS ?= 15 16 17 18
+PG_MATRIX_KAFKA ?= 4.4.0
+PG_MATRIX_ROOT := Conformance|Plans|RepairFunctions|CacheHonestThroughDBARepairs|CacheFollowsAPartitionDeleted|CacheCrossBroker|CacheMissedNotification|Replica|TestedServer
+PG_MATRIX_GO = RLMM_PG_VERSION=$$v PGTEST_ROUTE=local $(GO) test $(TEST_FLAGS)
+
+.PHONY: pg-matrix
+pg-matrix: pg-user pg-deps ## On each of PostgreSQL 15 to 18 (PG_MATRIX_VERSIONS): migrations, conformance, plans, repairs, roles, the change feed, standbys, one Kafka line (~10 min a version).
+	set -e; for v in $(PG_MATRIX_VERSIONS); do \
+		echo "pg-matrix: PostgreSQL $$v"; \
+		$(PG_MATRIX_GO) ./migrations ./rlmmtest ./internal/pgcluster; \
+		$(PG_MATRIX_GO) -run '$(PG_MATRIX_ROOT)' .; \
+		$(PG_MATRIX_GO) -run 'Differential|Linearizab' ./reliability; \
+		$(PG_MATRIX_GO) -run 'Roles|MigrateSQL' ./cmd/rlmmctl; \
+		RLMM_PG_VERSION=$$v $(MAKE) --no-print-directory kafka-matrix KAFKA_MATRIX_VERSIONS=$(PG_MATRIX_KAFKA); \
+	done
+
 .PHONY: ci
-ci: lint check-generated test fuzz kafka-e2e kafka-contract kafka-matrix rust-test ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
+ci: lint check-generated test fuzz kafka-e2e kafka-contract kafka-matrix rust-test pg-matrix ## What .ci/run runs (which also runs the container and DATABASE_URL routes: docs/TESTING.md).
 
 .PHONY: bench
 bench: pg-user ## Benchmark every operation against the database's own limit at 1M segments, then a fresh never-analyzed database (~11 min; BENCH_FLAGS=-segments=10000000 for 10M).
@@ -127,11 +167,11 @@ reliability-soak: pg-user ## Longer linearizability and differential runs (RELIA
 # with pg_dump --schema-only and compares the normalized text.
 
 .PHONY: schema
-schema: pg-user ## Rewrite schema.sql from the migrations (needs pg_dump; provisions its own PostgreSQL).
+schema: pg-user pg-deps ## Rewrite schema.sql from the migrations (pg_dump 15 on a throwaway PostgreSQL 15, whatever RLMM_PG_VERSION says).
 	$(GO) test -count=1 -run '^TestSchemaSQLMatchesMigrations$$' ./internal/schemadump -update
 
 .PHONY: check-schema
-check-schema: pg-user ## Fail when schema.sql differs from what the migrations build.
+check-schema: pg-user pg-deps ## Fail when schema.sql differs from what the migrations build.
 	$(GO) test -count=1 -run '^TestSchemaSQLMatchesMigrations$$' ./internal/schemadump
 
 check-generated: check-schema

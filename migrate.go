@@ -35,6 +35,9 @@ const SchemaVersion int64 = 19
 // (goose holds one while its lock needs others), and closes them before it
 // returns, so a busy or small pool cannot deadlock it.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := checkServerVersion(ctx, pool); err != nil {
+		return err
+	}
 	return migrateFS(ctx, pool, migrations.FS())
 }
 

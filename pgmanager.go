@@ -50,6 +50,9 @@ var _ PartitionDeleteStates = (*PgManager)(nil)
 // migrations all do is accepted.
 // The pools stay the caller's: Close does not close them.
 func NewPgManager(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*PgManager, error) {
+	if err := checkServerVersion(ctx, pool, opts...); err != nil {
+		return nil, err
+	}
 	if err := checkSchemaVersion(ctx, pool); err != nil {
 		return nil, err
 	}

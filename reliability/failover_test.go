@@ -411,7 +411,9 @@ func failover(t *testing.T, synchronous bool) {
 }
 
 // fenceOldPrimary brings the old primary back as the runbook says: pg_rewind
-// against the new primary, which also makes it a standby of it; then the
+// against the new primary where the server binaries have it (else a fresh
+// base backup of the new primary: pgcluster's Rewind), which also makes it
+// a standby of it; then the
 // brokers' DSN, which still lists it first, never writes to it, and it
 // rejoins as the new primary's synchronous standby.
 func fenceOldPrimary(t *testing.T, ctx context.Context, old, newPrimary *pgcluster.Cluster, dsn string, tp rs.TopicIDPartition, synchronous bool) {
@@ -419,7 +421,7 @@ func fenceOldPrimary(t *testing.T, ctx context.Context, old, newPrimary *pgclust
 	out, err := old.Rewind(ctx, newPrimary)
 	require.NoError(t, err, out)
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "pg_rewind:") {
+		if strings.HasPrefix(line, "pg_rewind:") || strings.HasPrefix(line, "pgcluster:") {
 			t.Log(line)
 		}
 	}

@@ -16,8 +16,10 @@ import (
 	"github.com/krabka/remotestorage/internal/pgcluster"
 )
 
-// startThrowaway starts a throwaway cluster and creates demoDatabase in it.
-// On error nothing is left running.
+// startThrowaway starts a throwaway cluster and creates demoDatabase in it:
+// PostgreSQL of RLMM_PG_VERSION from the embedded binaries, fetched on first
+// use, or the installed ones with RLMM_PG_SERVER=system (package
+// pgcluster). On error nothing is left running.
 func (a *app) startThrowaway(ctx context.Context) (*pgcluster.Cluster, error) {
 	out := a.stdout
 	fmt.Fprintf(out, "  no database configured (--database-url, DATABASE_URL, PGHOST): starting a throwaway PostgreSQL cluster\n")
@@ -30,7 +32,8 @@ func (a *app) startThrowaway(ctx context.Context) (*pgcluster.Cluster, error) {
 		_ = cluster.Stop()
 		return nil, err
 	}
-	fmt.Fprintf(out, "  throwaway cluster in %s, started in %s\n", filepath.Dir(cluster.DataDir()), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "  throwaway cluster in %s, started in %s, from the server binaries in %s\n",
+		filepath.Dir(cluster.DataDir()), time.Since(start).Round(time.Millisecond), cluster.BinDir())
 	return cluster, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -217,9 +216,9 @@ func TestMigrateSQL(t *testing.T) {
 	// As the help says, with psql: statement by statement, so that a
 	// migration marked NO TRANSACTION (CREATE INDEX CONCURRENTLY) runs
 	// outside a transaction block, where one multi-statement query would not.
-	bin, err := pgcluster.FindBinDir()
+	psqlPath, err := pgcluster.ClientTool("psql", 0)
 	require.NoError(t, err)
-	psql := exec.CommandContext(ctx, filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "-", dsn)
+	psql := exec.CommandContext(ctx, psqlPath, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "-", dsn)
 	psql.Stdin = strings.NewReader(sql)
 	out, err := psql.CombinedOutput()
 	require.NoError(t, err, string(out))

@@ -1,51 +1,52 @@
 package pgcluster
 
 import (
-	"errors"
-	"os"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
 
-// FindBinDir returns the directory of the PostgreSQL server binaries:
-// "pg_config --bindir" when pg_config is on PATH and that directory holds
-// initdb, else the highest version under /usr/lib/postgresql/*/bin.
-func FindBinDir() (string, error) {
-	if pgConfig, err := exec.LookPath("pg_config"); err == nil {
-		out, err := exec.Command(pgConfig, "--bindir").Output()
-		dir := strings.TrimSpace(string(out))
-		// Debian's pg_config may come from libpq-dev and name a directory
-		// without server binaries, so check for them.
-		if err == nil && hasServerBinaries(dir) {
-			return dir, nil
-		}
-	}
+// ClientTool returns the path of a PostgreSQL client program (psql,
+// pg_dump) of the given major version, or of any version when major is 0:
+// from /usr/lib/postgresql/<major>/bin (Debian's postgresql-client-N
+// installs there; the newest such directory when major is 0), else from
+// PATH when its --version names that major. The embedded server bundles
+// hold no client programs; `make pg-deps` installs Debian's
+// postgresql-client-15.
+func ClientTool(name string, major int) (string, error) {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	best, bestVersion := "", -1
+	sort.Slice(dirs, func(i, j int) bool {
+		a, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		b, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return a > b
+	})
 	for _, dir := range dirs {
-		v, err := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
-		if err == nil && v > bestVersion && hasServerBinaries(dir) {
-			best, bestVersion = dir, v
+		if major != 0 && filepath.Base(filepath.Dir(dir)) != strconv.Itoa(major) {
+			continue
+		}
+		if p, err := exec.LookPath(filepath.Join(dir, name)); err == nil {
+			return p, nil
 		}
 	}
-	if best == "" {
-		return "", errors.New("pgcluster: no PostgreSQL server binaries found " +
-			"(neither pg_config --bindir nor /usr/lib/postgresql/*/bin has initdb, pg_ctl and postgres); " +
-			"install them, e.g. apt-get install postgresql")
+	want := "a"
+	pkg := "postgresql-client-15"
+	if major != 0 {
+		want = "PostgreSQL " + strconv.Itoa(major) + "'s"
+		pkg = "postgresql-client-" + strconv.Itoa(major)
 	}
-	return best, nil
-}
-
-func hasServerBinaries(dir string) bool {
-	if dir == "" {
-		return false
-	}
-	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.IsDir() {
-			return false
+	p, err := exec.LookPath(name)
+	if err == nil && major != 0 {
+		out, verr := exec.Command(p, "--version").Output()
+		if verr != nil || !strings.Contains(string(out), ") "+strconv.Itoa(major)+".") {
+			err = fmt.Errorf("%s --version: %q", p, strings.TrimSpace(string(out)))
 		}
 	}
-	return true
+	if err != nil {
+		return "", fmt.Errorf("pgcluster: no %s %s (%v): install the PostgreSQL client programs (Debian: apt-get install %s; make pg-deps does)",
+			want, name, err, pkg)
+	}
+	return p, nil
 }

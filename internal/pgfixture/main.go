@@ -1,6 +1,8 @@
 // Command pgfixture runs a throwaway PostgreSQL for tests written in other
-// languages (the Kafka plugin's end-to-end tests), from the same local server
-// binaries the Go tests use (package pgcluster).
+// languages (the Kafka plugin's and the Rust crates' tests), from the same
+// server binaries the Go tests use (package pgcluster): the embedded
+// PostgreSQL of RLMM_PG_VERSION (default the newest), or the machine's own
+// with RLMM_PG_SERVER=system. It names the server on standard error.
 //
 // It starts the cluster on 127.0.0.1 at a free port, then reads commands on
 // stdin, one per line, and answers each with one line on stdout:
@@ -57,6 +59,7 @@ func main() {
 		}
 		close(lines)
 	}()
+	fmt.Fprintf(os.Stderr, "pgfixture: PostgreSQL from %s on %s\n", c.BinDir(), c.TCPAddr())
 	fmt.Println("READY", c.TCPAddr())
 	for {
 		select {

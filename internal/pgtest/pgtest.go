@@ -18,16 +18,18 @@
 //  2. container: testcontainers-go's postgres module starts [Image] through
 //     a Docker-compatible API (a Docker daemon, or podman's API service
 //     named by DOCKER_HOST); the container is removed by [Main].
-//  3. local: a throwaway cluster from the local PostgreSQL server binaries
-//     (package pgcluster), stopped and deleted by [Main].
+//  3. local: a throwaway cluster (package pgcluster), stopped and deleted by
+//     [Main], from the embedded PostgreSQL binaries of the version
+//     RLMM_PG_VERSION names (default [pgcluster.DefaultMajor]), or from the
+//     machine's own server binaries with RLMM_PG_SERVER=system.
 //
 // PGTEST_ROUTE names the route (DATABASE_URL, container or local); then only
 // that route is tried, and the tests fail, saying why, when it cannot run.
-// Unset, the routes are tried in the order above: DATABASE_URL when set,
-// else a container when an engine answers, else local. A route passed over
-// is named once, with the reason, on standard error, and so is the route
-// taken (visible with go test -v, or when a test fails). When none works the
-// test fails, saying how to provide a database; it is never skipped.
+// Unset, the route is DATABASE_URL when that is set, else local: a
+// container is started only when PGTEST_ROUTE=container asks for one. The
+// route taken is named once on standard error (visible with go test -v, or
+// when a test fails). When it cannot run the test fails, saying how to
+// provide a database; it is never skipped.
 //
 // The migrations of package migrations are applied once per server into a
 // template database named by a hash of the migration files, under an advisory
@@ -281,30 +283,22 @@ func findServer(ctx context.Context) (ServerInfo, func() error, error) {
 		return info, stop, nil
 	}
 
+	route := FromLocal
 	if os.Getenv("DATABASE_URL") != "" {
-		info, stop, err := tryRoute(ctx, FromDatabaseURL, false)
-		if err != nil {
-			return ServerInfo{}, nil, fmt.Errorf("pgtest: %w", err)
-		}
-		return info, stop, nil
+		route = FromDatabaseURL
 	}
-	why := map[ServerKind]error{}
-	for _, route := range []ServerKind{FromContainer, FromLocal} {
-		info, stop, err := tryRoute(ctx, route, false)
-		if err == nil {
-			return info, stop, nil
-		}
-		why[route] = err
-		say("pgtest: route %s not taken: %v", route, err)
-	}
-	return ServerInfo{}, nil, fmt.Errorf(`pgtest: no PostgreSQL server for the tests. Provide one of:
+	info, stop, err := tryRoute(ctx, route, false)
+	if err != nil {
+		return ServerInfo{}, nil, fmt.Errorf(`pgtest: route %s: %w
+Without PGTEST_ROUTE the tests run on DATABASE_URL when it is set, else on a throwaway cluster from the
+embedded PostgreSQL binaries (RLMM_PG_VERSION, RLMM_PG_SERVER: docs/TESTING.md). Other ways to a server:
   - DATABASE_URL=postgres://user:password@host:5432/dbname?sslmode=disable, a server where that user may CREATE DATABASE;
-  - a Docker-compatible engine (a Docker daemon, or podman's API service with DOCKER_HOST) that has or can pull %s
-    (PGTEST_IMAGE; make image builds one locally);
-  - the PostgreSQL server binaries (initdb, pg_ctl, postgres) via pg_config on PATH or in /usr/lib/postgresql/*/bin,
-    e.g. apt-get install postgresql; as root, also an OS user named postgres (useradd postgres).
-container: %v
-local: %v`, Image(), why[FromContainer], why[FromLocal])
+  - PGTEST_ROUTE=container and a Docker-compatible engine (a Docker daemon, or podman's API service with DOCKER_HOST)
+    that has or can pull %s (PGTEST_IMAGE; make image builds one locally);
+  - RLMM_PG_SERVER=system and the server binaries installed (apt-get install postgresql); as root, also an OS user
+    named postgres (useradd postgres)`, route, err, Image())
+	}
+	return info, stop, nil
 }
 
 // routeFromEnv returns the route PGTEST_ROUTE names, or "" when it is unset.
@@ -347,9 +341,10 @@ func tryRoute(ctx context.Context, route ServerKind, named bool) (ServerInfo, fu
 		if err != nil {
 			return ServerInfo{}, nil, err
 		}
+		source, _ := pgcluster.Source() // Start checked it
 		return ServerInfo{
 			Kind: FromLocal, AdminURL: c.URL("postgres"), Cluster: c,
-			Detail: "a throwaway cluster from the server binaries in " + c.BinDir(),
+			Detail: "a throwaway cluster from the " + source + " server binaries in " + c.BinDir(),
 		}, c.Stop, nil
 	}
 }

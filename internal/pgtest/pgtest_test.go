@@ -230,12 +230,22 @@ func TestNamedRouteDoesNotFallBack(t *testing.T) {
 	require.NotContains(t, out, "pgtest: route local")
 }
 
-// Unset, PGTEST_ROUTE takes the first route that works, and says once why
-// it passed over the container route, and which route it took.
-func TestFirstRouteThatWorksIsNamed(t *testing.T) {
+// Unset, PGTEST_ROUTE means the local route when DATABASE_URL is unset,
+// even where a container engine answers, and the route taken is named.
+func TestDefaultRouteIsLocal(t *testing.T) {
 	t.Parallel()
 	out, err := runSelf(t, "PGTEST_ROUTE=", "DOCKER_HOST=unix:///nonexistent/docker.sock", "DATABASE_URL=")
 	require.NoError(t, err, out)
-	require.Equal(t, 1, strings.Count(out, "pgtest: route container not taken: no container engine at DOCKER_HOST=unix:///nonexistent/docker.sock"), out)
+	require.NotContains(t, out, "route container")
 	require.Equal(t, 1, strings.Count(out, "pgtest: route local: PostgreSQL "), out)
+}
+
+// An unknown RLMM_PG_VERSION fails the tests before any server starts,
+// naming the versions on offer.
+func TestUnknownVersionFailsBeforeAnythingStarts(t *testing.T) {
+	t.Parallel()
+	out, err := runSelf(t, "PGTEST_ROUTE=", "DATABASE_URL=", "RLMM_PG_VERSION=19")
+	require.Error(t, err, out)
+	require.Contains(t, out, `RLMM_PG_VERSION="19" is not a PostgreSQL major version on offer; use one of 10, 11, 12, 13, 14, 15, 16, 17, 18`)
+	require.NotContains(t, out, "pgtest: route local: PostgreSQL")
 }

@@ -8,10 +8,8 @@ package schemadump
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -27,15 +25,20 @@ const Header = `-- The schema of a database migrated to the latest version: pg_d
 -- search_path; their names are written here without it.
 `
 
-// Dump runs pg_dump --schema-only on the database of dsn, leaving out the
-// tables named in exclude (goose's bookkeeping), and returns the normalized
-// text. pg_dump comes from the PostgreSQL server binaries
-// (pg_config --bindir, else /usr/lib/postgresql/*/bin), else from PATH; it
-// must be at least the server's major version.
+// PinnedMajor is the PostgreSQL major version whose server and pg_dump
+// write schema.sql: pg_dump's text differs from one major version to the
+// next, and a pg_dump dumps no server newer than itself, so the schema is
+// always dumped by pg_dump 15 (Debian's postgresql-client-15) from a server
+// 15, whichever version the other tests run.
+const PinnedMajor = 15
+
+// Dump runs pg_dump --schema-only of [PinnedMajor] on the database of dsn,
+// leaving out the tables named in exclude (goose's bookkeeping), and
+// returns the normalized text. The server must be of [PinnedMajor] too.
 func Dump(ctx context.Context, dsn string, exclude ...string) ([]byte, error) {
-	pgDump, err := findPgDump()
+	pgDump, err := pgcluster.ClientTool("pg_dump", PinnedMajor)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("schemadump: %w", err)
 	}
 	args := []string{"--schema-only", "--no-owner", "--no-privileges"}
 	for _, table := range exclude {
@@ -49,20 +52,6 @@ func Dump(ctx context.Context, dsn string, exclude ...string) ([]byte, error) {
 		return nil, fmt.Errorf("schemadump: %s: %w: %s", pgDump, err, strings.TrimSpace(stderr.String()))
 	}
 	return Normalize(out), nil
-}
-
-func findPgDump() (string, error) {
-	if dir, err := pgcluster.FindBinDir(); err == nil {
-		p := filepath.Join(dir, "pg_dump")
-		if _, err := exec.LookPath(p); err == nil {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath("pg_dump")
-	if err != nil {
-		return "", errors.New("schemadump: no pg_dump: install the PostgreSQL client binaries (Debian: postgresql-client-15)")
-	}
-	return p, nil
 }
 
 var (
@@ -80,20 +69,25 @@ var (
 	// The schema the dump was taken from, before the names of the
 	// library's objects (rlmm_…): they live in whichever schema is first
 	// in the search path.
+	// The embedded PostgreSQL bundles' servers (a patched build) give
+	// every column an attribute option pg_attver, which pg_dump prints as
+	// one statement per column; stock builds have no such option.
+	dropAttver   = regexp.MustCompile(`^ALTER TABLE ONLY \S+ ALTER COLUMN \S+ SET \(pg_attver=[0-9]+\);$`)
 	schemaPrefix = regexp.MustCompile(`\bpublic\.(rlmm_)`)
 	blankRuns    = regexp.MustCompile(`\n{3,}`)
 )
 
 // Normalize removes from a pg_dump --schema-only text what changes from one
-// run or pg_dump version to the next (settings, banner, the \restrict key,
-// empty comment lines), the per-object headers and the public schema before
-// the library's names, collapses runs of blank lines, and puts Header on
+// run, pg_dump version or server build to the next (settings, banner, the
+// \restrict key, empty comment lines, the embedded builds' pg_attver column
+// options), the per-object headers and the public schema before the
+// library's names, collapses runs of blank lines, and puts Header on
 // top.
 func Normalize(raw []byte) []byte {
 	var b strings.Builder
 	for _, line := range strings.Split(string(raw), "\n") {
 		line = strings.TrimRight(line, " \t\r")
-		if dropLine.MatchString(line) || dropComment.MatchString(line) || dropHeader.MatchString(line) {
+		if dropLine.MatchString(line) || dropComment.MatchString(line) || dropHeader.MatchString(line) || dropAttver.MatchString(line) {
 			continue
 		}
 		line = schemaPrefix.ReplaceAllString(line, "$1")
