@@ -9,6 +9,7 @@ import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -138,10 +139,14 @@ class ReadinessBench {
             long plHeap = heapAfterGc() - heap0;
             long rss = vmRss(rlmmd.pid());
             Result r = new Result(records, (long) live * partitions, partitions, writeS, tb[0], tb[1], tbHeap, importS, pl[0], pl[1], plHeap, rss);
-            System.out.printf(Locale.ROOT, "ReadinessBench: H=%d records (%d user partitions, %d live segments), written in %.1f s; "
+            String line = String.format(Locale.ROOT, "ReadinessBench: H=%d records (%d user partitions, %d live segments), written in %.1f s; "
                     + "TBRLMM ready %.2f s after the restart returned (restart %.2f s), heap %+.1f MB; import %.1f s (%.0f records/s, "
                     + "--parallelism 8); plugin ready %.2f s after the restart returned (restart %.2f s), heap %+.1f MB, rlmmd VmRSS %.1f MB%n",
                 records, partitions, r.live, writeS, tb[0], tb[1], tbHeap / 1e6, importS, records / importS, pl[0], pl[1], plHeap / 1e6, rss / 1e6);
+            System.out.println(line);
+            // Also in a file: the broker's log can outrun the test's output.
+            Files.writeString(Path.of("target/readiness.txt"), line + " load " + Files.readString(Path.of("/proc/loadavg")),
+                StandardOpenOption.CREATE, StandardOpenOption.APPEND);
             return r;
         }
     }
