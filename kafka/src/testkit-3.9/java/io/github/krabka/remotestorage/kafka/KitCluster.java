@@ -44,8 +44,18 @@ final class KitCluster implements AutoCloseable {
         kit.waitForReadyBrokers();
     }
 
+    /** The in-process broker of that id (a kafka.server.BrokerServer). */
+    Object broker(int id) {
+        return kit.brokers().get(id);
+    }
+
     /** Kafka 3.9's test kit cannot restart a broker. */
     void restartBroker(int id) {
+        restartBroker(id, Map.of());
+    }
+
+    /** Kafka 3.9's test kit cannot restart a broker. */
+    void restartBroker(int id, Map<String, Object> overrides) {
         throw new AssertionError("Kafka 3.9's test kit cannot restart a broker (KafkaClusterTestKit.restartBroker is 4.3 on)");
     }
 

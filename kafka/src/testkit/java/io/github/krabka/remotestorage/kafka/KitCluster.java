@@ -45,15 +45,25 @@ final class KitCluster implements AutoCloseable {
         kit.waitForReadyBrokers();
     }
 
+    /** The in-process broker of that id (a kafka.server.BrokerServer). */
+    Object broker(int id) {
+        return kit.brokers().get(id);
+    }
+
     /** KafkaClusterTestKit.restartBroker, which the test kit has from Kafka 4.3 on. */
     void restartBroker(int id) throws Exception {
+        restartBroker(id, Map.of());
+    }
+
+    /** The same, the broker's configuration changed by overrides. */
+    void restartBroker(int id, Map<String, Object> overrides) throws Exception {
         java.lang.reflect.Method restart;
         try {
             restart = KafkaClusterTestKit.class.getMethod("restartBroker", int.class, Map.class);
         } catch (NoSuchMethodException e) {
             throw new AssertionError("this Kafka's test kit cannot restart a broker (KafkaClusterTestKit.restartBroker is 4.3 on)", e);
         }
-        restart.invoke(kit, id, Map.of());
+        restart.invoke(kit, id, overrides);
     }
 
     @Override
