@@ -1,20 +1,16 @@
 package remotestorage_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/pgcluster"
+	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
 )
 
@@ -23,38 +19,13 @@ import (
 // on its maintenance database and the server's version text.
 func serverOf(t *testing.T, major int) (*pgxpool.Pool, string) {
 	t.Helper()
-	bin, err := pgcluster.FindBinDirVersion(major)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: bin})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Stop()) })
-	pool, err := pgxpool.New(ctx, c.URL("postgres"))
+	pool, err := pgxpool.New(t.Context(), pgtest.NewServerOf(t, major))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	var version string
-	require.NoError(t, pool.QueryRow(ctx, "SHOW server_version").Scan(&version))
+	require.NoError(t, pool.QueryRow(t.Context(), "SHOW server_version").Scan(&version))
 	require.True(t, strings.HasPrefix(version, fmt.Sprint(major)+"."), version)
 	return pool, version
-}
-
-// lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 const untestedWarning = "older than 15, the oldest version tested"
@@ -84,7 +55,7 @@ func TestServerTooOldIsRefused(t *testing.T) {
 // version and the oldest tested. Migrate logs through slog's default
 // logger, so the test swaps it and does not run in parallel.
 func TestUntestedServerWarnsOnce(t *testing.T) {
-	var migrateLog lockedBuffer
+	var migrateLog logtest.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&migrateLog, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })
@@ -99,7 +70,7 @@ func TestUntestedServerWarnsOnce(t *testing.T) {
 			require.Equal(t, before+1, strings.Count(logged, untestedWarning), logged)
 			require.Contains(t, logged, "the server runs PostgreSQL "+version+", older than 15")
 
-			var managerLog lockedBuffer
+			var managerLog logtest.Buffer
 			m, err := rs.NewPgManager(ctx, pool, rs.WithLogger(slog.New(slog.NewTextHandler(&managerLog, nil))))
 			require.NoError(t, err)
 			m.Close()
@@ -113,7 +84,7 @@ func TestUntestedServerWarnsOnce(t *testing.T) {
 // A tested server starts without the warning.
 func TestTestedServerDoesNotWarn(t *testing.T) {
 	t.Parallel()
-	var log lockedBuffer
+	var log logtest.Buffer
 	m, err := rs.NewPgManager(t.Context(), pgtest.NewPool(t), rs.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	require.NoError(t, err)
 	m.Close()

@@ -221,6 +221,30 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// NewServerOf starts a throwaway server of PostgreSQL major, apart from the
+// shared one (the embedded binaries of that major, or the system's with
+// RLMM_PG_SERVER=system), and returns a DSN for its maintenance database.
+// The server is stopped at cleanup.
+func NewServerOf(t testing.TB, major int) string {
+	t.Helper()
+	bin, err := pgcluster.FindBinDirVersion(major)
+	if err != nil {
+		t.Fatalf("pgtest: PostgreSQL %d: %v", major, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: bin})
+	if err != nil {
+		t.Fatalf("pgtest: start PostgreSQL %d: %v", major, err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("pgtest: stop PostgreSQL %d: %v", major, err)
+		}
+	})
+	return c.URL("postgres")
+}
+
 func ensureServer(t testing.TB) {
 	t.Helper()
 	server.once.Do(func() {

@@ -1,19 +1,16 @@
 package schemadump_test
 
 import (
-	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	rs "github.com/krabka/remotestorage"
-	"github.com/krabka/remotestorage/internal/pgcluster"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/schemadump"
 	"github.com/krabka/remotestorage/migrations"
@@ -55,14 +52,7 @@ func TestSchemaSQLMatchesMigrations(t *testing.T) {
 // database of it.
 func pinnedServer(t *testing.T) string {
 	t.Helper()
-	bin, err := pgcluster.FindBinDirVersion(schemadump.PinnedMajor)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: bin})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Stop()) })
-	return c.URL("postgres")
+	return pgtest.NewServerOf(t, schemadump.PinnedMajor)
 }
 
 func TestNormalizeDropsWhatVariesBetweenRuns(t *testing.T) {
