@@ -541,7 +541,7 @@ public final class TbrlmmTool {
                     done.put(p, o + 1);
                     tick(c, tps, appliers.safe(done), committed, start, lastCommit, lastProgress, false);
                 }, () -> tick(c, tps, appliers.safe(done), committed, start, lastCommit, lastProgress, true), true);
-                appliers.finish();
+                appliers.finish(() -> tick(c, tps, appliers.safe(done), committed, start, lastCommit, lastProgress, false));
                 commit(c, appliers.safe(done), committed);
             }
             out.println("import: done: " + progress(start) + ", lag " + lag(c, tps, done));
@@ -561,6 +561,11 @@ public final class TbrlmmTool {
      * before it is done. A record whose write failed stays in flight, so
      * the checkpoint never passes it.
      */
+    /** The periodic work of the import's main thread (see tick). */
+    private interface Tick {
+        void run() throws Stop;
+    }
+
     private final class Appliers implements AutoCloseable {
         private record Task(RemoteLogMetadata m, int p, long o, boolean deleteBefore) {
         }
@@ -643,23 +648,28 @@ public final class TbrlmmTool {
             return out;
         }
 
-        /** Waits for every submitted write; throws the first failure. */
-        void finish() throws Stop {
-            for (java.util.concurrent.BlockingQueue<Task> q : queues) {
-                try {
-                    q.put(end);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new Stop(EXIT_ERROR, "interrupted");
+        /**
+         * Waits for every submitted write, running tick (the checkpoint's
+         * commit and the progress line) while it waits; throws the first
+         * failure.
+         */
+        void finish(Tick tick) throws Stop {
+            try {
+                for (java.util.concurrent.BlockingQueue<Task> q : queues) {
+                    while (!q.offer(end, 200, TimeUnit.MILLISECONDS)) {
+                        check();
+                        tick.run();
+                    }
                 }
-            }
-            for (Thread t : threads) {
-                try {
-                    t.join();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new Stop(EXIT_ERROR, "interrupted");
+                for (Thread t : threads) {
+                    while (t.isAlive()) {
+                        t.join(200);
+                        tick.run();
+                    }
                 }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new Stop(EXIT_ERROR, "interrupted");
             }
             check();
         }

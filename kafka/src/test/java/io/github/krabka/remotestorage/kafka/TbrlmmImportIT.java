@@ -242,6 +242,18 @@ class TbrlmmImportIT {
 
     // ---- running the tool ----
 
+    /** An import --follow running in the background, its standard error, and its exit code to come. */
+    record Following(TbrlmmTool tool, ByteArrayOutputStream err, CompletableFuture<Integer> code) {}
+
+    /** Starts import --follow, and waits until it has applied the topic's records of c. */
+    Following follow(Content c) throws Exception {
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(err, true, StandardCharsets.UTF_8));
+        CompletableFuture<Integer> code = CompletableFuture.supplyAsync(() -> tool.run(args("import", "--follow")));
+        Fixture.await("the topic imported", () -> tool.applied() == c.records.size() - c.dropped);
+        return new Following(tool, err, code);
+    }
+
     static final class Run {
         final int code;
         final String out;
@@ -405,7 +417,7 @@ class TbrlmmImportIT {
         produce(c.records);
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
             "-cp", System.getProperty("java.class.path"), TbrlmmTool.class.getName()));
-        cmd.addAll(List.of(args("import", "--max-rate", "400", "--checkpoint-interval-ms", "1000")));
+        cmd.addAll(List.of(args("import", "--max-rate", "400", "--checkpoint-interval-ms", "1000", "--progress-interval-ms", "200")));
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         Pattern applied = Pattern.compile("records read, (\\d+) applied");
         CompletableFuture<Long> killedAt = new CompletableFuture<>();
@@ -536,10 +548,10 @@ class TbrlmmImportIT {
         setUp(info);
         Content c = content(8);
         produce(c.records);
-        ByteArrayOutputStream err = new ByteArrayOutputStream();
-        TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(err, true, StandardCharsets.UTF_8));
-        CompletableFuture<Integer> code = CompletableFuture.supplyAsync(() -> tool.run(args("import", "--follow")));
-        Fixture.await("the topic imported", () -> tool.applied() == c.records.size() - c.dropped);
+        Following f = follow(c);
+        TbrlmmTool tool = f.tool;
+        ByteArrayOutputStream err = f.err;
+        CompletableFuture<Integer> code = f.code;
         Fixture.await("a lag report", () -> err.toString(StandardCharsets.UTF_8).matches("(?s).*lag 0=0 1=0 2=0.*"));
         RemoteLogSegmentMetadata later = new RemoteLogSegmentMetadata(new RemoteLogSegmentId(A1, Uuid.randomUuid()), 100_000, 100_099,
             1, 1, 1, 1, Optional.empty(), RemoteLogSegmentState.COPY_SEGMENT_STARTED, Map.of(5, 100_000L));
@@ -565,10 +577,10 @@ class TbrlmmImportIT {
         setUp(info);
         Content c = content(8);
         produce(c.records);
-        ByteArrayOutputStream err = new ByteArrayOutputStream();
-        TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(err, true, StandardCharsets.UTF_8));
-        CompletableFuture<Integer> code = CompletableFuture.supplyAsync(() -> tool.run(args("import", "--follow")));
-        Fixture.await("the topic imported", () -> tool.applied() == c.records.size() - c.dropped);
+        Following f = follow(c);
+        TbrlmmTool tool = f.tool;
+        ByteArrayOutputStream err = f.err;
+        CompletableFuture<Integer> code = f.code;
         // A broker on the plugin writes a partition TBRLMM's topic names only later.
         TopicIdPartition d0 = new TopicIdPartition(Uuid.randomUuid(), 0, "late");
         try (RlmmdRemoteLogMetadataManager m = plugin()) {
