@@ -243,15 +243,18 @@ class TbrlmmImportIT {
     // ---- running the tool ----
 
     /** An import --follow running in the background, its standard error, and its exit code to come. */
-    record Following(TbrlmmTool tool, ByteArrayOutputStream err, CompletableFuture<Integer> code) {}
+    record Following(Content c, TbrlmmTool tool, ByteArrayOutputStream err, CompletableFuture<Integer> code) {}
 
-    /** Starts import --follow, and waits until it has applied the topic's records of c. */
-    Following follow(Content c) throws Exception {
+    /** Sets the test up with a topic of content(8), starts import --follow, and waits until it has applied the topic. */
+    Following follow(TestInfo info) throws Exception {
+        setUp(info);
+        Content c = content(8);
+        produce(c.records);
         ByteArrayOutputStream err = new ByteArrayOutputStream();
         TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(err, true, StandardCharsets.UTF_8));
         CompletableFuture<Integer> code = CompletableFuture.supplyAsync(() -> tool.run(args("import", "--follow")));
         Fixture.await("the topic imported", () -> tool.applied() == c.records.size() - c.dropped);
-        return new Following(tool, err, code);
+        return new Following(c, tool, err, code);
     }
 
     static final class Run {
@@ -545,14 +548,10 @@ class TbrlmmImportIT {
 
     @Test
     void followKeepsTheStoreCurrent(TestInfo info) throws Exception {
-        setUp(info);
-        Content c = content(8);
-        produce(c.records);
-        Following f = follow(c);
+        Following f = follow(info);
+        Content c = f.c;
         TbrlmmTool tool = f.tool;
-        ByteArrayOutputStream err = f.err;
-        CompletableFuture<Integer> code = f.code;
-        Fixture.await("a lag report", () -> err.toString(StandardCharsets.UTF_8).matches("(?s).*lag 0=0 1=0 2=0.*"));
+        Fixture.await("a lag report", () -> f.err.toString(StandardCharsets.UTF_8).matches("(?s).*lag 0=0 1=0 2=0.*"));
         RemoteLogSegmentMetadata later = new RemoteLogSegmentMetadata(new RemoteLogSegmentId(A1, Uuid.randomUuid()), 100_000, 100_099,
             1, 1, 1, 1, Optional.empty(), RemoteLogSegmentState.COPY_SEGMENT_STARTED, Map.of(5, 100_000L));
         produce(List.of(later, new RemoteLogSegmentMetadataUpdate(later.remoteLogSegmentId(), 2, Optional.empty(),
@@ -567,20 +566,16 @@ class TbrlmmImportIT {
             });
         }
         tool.stop();
-        assertEquals(TbrlmmTool.EXIT_OK, code.get(Fixture.TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), err.toString(StandardCharsets.UTF_8));
+        assertEquals(TbrlmmTool.EXIT_OK, f.code.get(Fixture.TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), f.err.toString(StandardCharsets.UTF_8));
         assertEquals(c.records.size() - c.dropped + 2, tool.applied());
         assertEquals(TbrlmmTool.EXIT_OK, verify().code);
     }
 
     @Test
     void followRefusesAConflictOnANewPartition(TestInfo info) throws Exception {
-        setUp(info);
-        Content c = content(8);
-        produce(c.records);
-        Following f = follow(c);
+        Following f = follow(info);
+        Content c = f.c;
         TbrlmmTool tool = f.tool;
-        ByteArrayOutputStream err = f.err;
-        CompletableFuture<Integer> code = f.code;
         // A broker on the plugin writes a partition TBRLMM's topic names only later.
         TopicIdPartition d0 = new TopicIdPartition(Uuid.randomUuid(), 0, "late");
         try (RlmmdRemoteLogMetadataManager m = plugin()) {
@@ -590,8 +585,8 @@ class TbrlmmImportIT {
         RemoteLogSegmentMetadata fromTopic = new RemoteLogSegmentMetadata(new RemoteLogSegmentId(d0, Uuid.randomUuid()), 0, 99,
             1, 1, 1, 1, Optional.empty(), RemoteLogSegmentState.COPY_SEGMENT_STARTED, Map.of(0, 0L));
         produce(List.of(fromTopic));
-        int exit = code.get(Fixture.TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-        String log = err.toString(StandardCharsets.UTF_8);
+        int exit = f.code.get(Fixture.TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+        String log = f.err.toString(StandardCharsets.UTF_8);
         assertEquals(TbrlmmTool.EXIT_ERROR, exit, log);
         assertTrue(log.contains("is the first record of " + d0 + ", of which the store already holds 1 segments the topic does not"), log);
         try (RlmmdRemoteLogMetadataManager m = plugin()) {
