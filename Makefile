@@ -125,7 +125,7 @@ pg-matrix: pg-user pg-deps ## On each of PostgreSQL 15 to 18 (PG_MATRIX_VERSIONS
 		$(PG_MATRIX_GO) -run '$(PG_MATRIX_ROOT)' .; \
 		$(PG_MATRIX_GO) -run 'Differential|Linearizab' ./reliability; \
 		$(PG_MATRIX_GO) -run 'Roles|MigrateSQL' ./cmd/rlmmctl; \
-		RLMM_PG_VERSION=$$v $(MAKE) --no-print-directory kafka-matrix KAFKA_MATRIX_VERSIONS=$(PG_MATRIX_KAFKA); \
+		RLMM_PG_VERSION=$$v $(MAKE) --no-print-directory kafka-matrix KAFKA_MATRIX_VERSIONS=$(PG_MATRIX_KAFKA) KAFKA_MATRIX_ROLL_VERSIONS=; \
 	done
 
 .PHONY: ci
@@ -244,6 +244,15 @@ kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and 
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
 
+# `make kafka-roll`: the rolling switch from Kafka's topic-based manager onto
+# the plugin and back, on three brokers (RollingSwitchIT); kafka-e2e runs it
+# among the other suites, kafka-matrix on KAFKA_MATRIX_ROLL_VERSIONS too.
+.PHONY: kafka-roll
+kafka-roll: pg-user ## The rolling switch of three Kafka 4.4 brokers from the topic-based manager onto the plugin and back, with producer and consumer running (~3 min).
+	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=RollingSwitchIT -Dfailsafe.failIfNoSpecifiedTests=false
+
 # `make kafka-import`: the import and verify of Kafka's topic-based metadata
 # (TbrlmmImportIT) alone; kafka-e2e runs it among the other suites.
 .PHONY: kafka-import
@@ -274,9 +283,12 @@ kafka-readiness-bench: pg-user ## Restart readiness and metadata memory, TBRLMM 
 # each Kafka line from 3.9, all loading the one plugin jar built against
 # 4.4.0. -Dkafka.line picks the line's test kit (kafka/pom.xml). Every line
 # runs every step but brokerRestart, whose test-kit call exists from 4.3 on
-# (make kafka-e2e runs it on 4.4.0).
+# (make kafka-e2e runs it on 4.4.0), and the mirror's suite. The rolling
+# switch restarts brokers too: it runs on KAFKA_MATRIX_ROLL_VERSIONS, lines
+# older than the newest, from 4.3 on.
 KAFKA_MATRIX_VERSIONS ?= 3.9.1 4.0.2 4.1.2 4.2.2 4.3.2 4.4.0
-KAFKA_MATRIX_TESTS := KafkaTieredStorageIT\#copyAndReadBack+leadershipMove+rlmmdDown+databaseDown+rlmmctl+retention+topicDeletion
+KAFKA_MATRIX_ROLL_VERSIONS ?= 4.3.2
+KAFKA_MATRIX_TESTS := KafkaTieredStorageIT\#copyAndReadBack+leadershipMove+rlmmdDown+databaseDown+rlmmctl+retention+topicDeletion,TopicMirrorIT
 KAFKA_MATRIX_JAR := $(BIN)/remotestorage-kafka-matrix.jar
 
 .PHONY: kafka-matrix
@@ -291,6 +303,12 @@ kafka-matrix: pg-user ## The plugin jar on the brokers of every Kafka line from 
 		(cd kafka && mvn -B --no-transfer-progress verify -Pkafka-matrix -De2e.skip=false -Dkafka.version=$$v -Dkafka.line=$${v%.*} \
 			-Drlmm.bin.dir=$(BIN) -Drlmm.plugin.jar=$(KAFKA_MATRIX_JAR) \
 			-Dit.test='$(KAFKA_MATRIX_TESTS)' -Dfailsafe.failIfNoSpecifiedTests=false); \
+	done
+	set -e; for v in $(KAFKA_MATRIX_ROLL_VERSIONS); do \
+		echo "kafka-matrix: the rolling switch on Kafka $$v"; \
+		(cd kafka && mvn -B --no-transfer-progress verify -Pkafka-matrix -De2e.skip=false -Dkafka.version=$$v -Dkafka.line=$${v%.*} \
+			-Drlmm.bin.dir=$(BIN) -Drlmm.plugin.jar=$(KAFKA_MATRIX_JAR) \
+			-Dit.test=RollingSwitchIT -Dfailsafe.failIfNoSpecifiedTests=false); \
 	done
 
 # The Kafka lines whose own metadata-manager tests run against the plugin
@@ -323,7 +341,7 @@ rust-test: pg-user ## The Rust crates of rust/: rustfmt check, clippy with warni
 kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throughput with this store against Kafka's topic-based default (~5 min).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
-	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test='RlmmdPluginIT#lookupLatency,KafkaCopyBench' -Dfailsafe.failIfNoSpecifiedTests=false
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test='RlmmdPluginIT#lookupLatency,KafkaCopyBench,MirrorBench' -Dfailsafe.failIfNoSpecifiedTests=false
 
 # ---- Containers: the PostgreSQL image, the container route, docker-compose.yml ----
 # Docker when a Docker daemon answers, else podman (internal/pgtest/image/engine.sh;

@@ -41,13 +41,20 @@ public final class RlmmdConfig extends AbstractConfig {
     public static final String TLS_KEY_FILE = "rlmmd.tls.key.file";
     public static final String TLS_KEY_FILE_DOC = "PEM PKCS#8 private key of rlmmd.tls.cert.file.";
 
+    public static final String MIRROR_ENABLE = "tbrlmm.mirror.enable";
+    public static final String MIRROR_ENABLE_DOC = "Also write every metadata change to Kafka's topic-based "
+        + "manager's topic (__remote_log_metadata), as that manager writes it, so that brokers still on it see "
+        + "this broker's changes: for a rolling switch between the two, and the way back. Reads that manager's "
+        + "own remote.log.metadata.* settings and remote.log.metadata.manager.listener.name.";
+
     public static final ConfigDef CONFIG_DEF = new ConfigDef()
         .define(TARGET, Type.STRING, TARGET_DEFAULT, new ConfigDef.NonEmptyString(), Importance.HIGH, TARGET_DOC)
         .define(CALL_TIMEOUT_MS, Type.LONG, CALL_TIMEOUT_MS_DEFAULT, Range.atLeast(1), Importance.MEDIUM, CALL_TIMEOUT_MS_DOC)
         .define(LIST_TIMEOUT_MS, Type.LONG, LIST_TIMEOUT_MS_DEFAULT, Range.atLeast(1), Importance.LOW, LIST_TIMEOUT_MS_DOC)
         .define(TLS_CA_FILE, Type.STRING, null, Importance.MEDIUM, TLS_CA_FILE_DOC)
         .define(TLS_CERT_FILE, Type.STRING, null, Importance.MEDIUM, TLS_CERT_FILE_DOC)
-        .define(TLS_KEY_FILE, Type.STRING, null, Importance.MEDIUM, TLS_KEY_FILE_DOC);
+        .define(TLS_KEY_FILE, Type.STRING, null, Importance.MEDIUM, TLS_KEY_FILE_DOC)
+        .define(MIRROR_ENABLE, Type.BOOLEAN, false, Importance.MEDIUM, MIRROR_ENABLE_DOC);
 
     public RlmmdConfig(Map<String, ?> props) {
         super(CONFIG_DEF, props, false);
@@ -81,5 +88,9 @@ public final class RlmmdConfig extends AbstractConfig {
 
     public String tlsKeyFile() {
         return getString(TLS_KEY_FILE);
+    }
+
+    public boolean mirrorEnabled() {
+        return getBoolean(MIRROR_ENABLE);
     }
 }

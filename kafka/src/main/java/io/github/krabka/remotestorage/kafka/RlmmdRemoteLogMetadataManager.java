@@ -16,6 +16,7 @@ import io.github.krabka.remotestorage.v1.NextSegmentWithTxnIndexResponse;
 import io.github.krabka.remotestorage.v1.OnPartitionLeadershipChangesRequest;
 import io.github.krabka.remotestorage.v1.OnStopPartitionsRequest;
 import io.github.krabka.remotestorage.v1.PutPartitionDeleteRequest;
+import io.github.krabka.remotestorage.v1.RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub;
 import io.github.krabka.remotestorage.v1.RemoteLogSizeRequest;
 import io.github.krabka.remotestorage.v1.RemoteLogSizeResponse;
 import io.github.krabka.remotestorage.v1.Segment;
@@ -39,9 +40,11 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.server.log.remote.storage.RemoteLogMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogMetadataManager;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
@@ -71,6 +74,11 @@ import org.slf4j.LoggerFactory;
  * CaughtUp, and false while rlmmd or its database does not answer: the
  * broker's copy, expiration and follower tasks then skip their run, and
  * resume once it is back.
+ *
+ * <p>With {@link RlmmdConfig#MIRROR_ENABLE} on, each change also goes to
+ * Kafka's topic-based manager's topic after the store took it
+ * ({@link TopicMirror}), and isReady is false while earlier changes wait to
+ * be written there.
  */
 public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     private static final Logger log = LoggerFactory.getLogger(RlmmdRemoteLogMetadataManager.class);
@@ -78,6 +86,8 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     private volatile RlmmdConfig config;
     private volatile RlmmdChannel channel;
     private volatile RlmmdClient client;
+    /** Set when {@link RlmmdConfig#MIRROR_ENABLE} is on. */
+    private volatile TopicMirror mirror;
 
     /** The partitions the broker assigned to this manager: true for a leader, false for a follower. */
     private final Map<TopicIdPartition, Boolean> assigned = new ConcurrentHashMap<>();
@@ -113,6 +123,14 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         } catch (ConfigException e) {
             rc.close();
             throw e;
+        }
+        if (cfg.mirrorEnabled()) {
+            try {
+                this.mirror = TopicMirror.open(configs);
+            } catch (RuntimeException e) {
+                rc.close();
+                throw e;
+            }
         }
         this.config = cfg;
         this.channel = rc;
@@ -217,31 +235,42 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
 
     @Override
     public CompletableFuture<Void> addRemoteLogSegmentMetadata(RemoteLogSegmentMetadata m) throws RemoteStorageException {
-        try {
-            rlmmd().call().addSegment(AddSegmentRequest.newBuilder().setSegment(Convert.segment(m)).build());
-            return CompletableFuture.completedFuture(null);
-        } catch (StatusRuntimeException e) {
-            return CompletableFuture.failedFuture(error("add segment " + m.remoteLogSegmentId(), e));
-        }
+        return write(m, "add segment " + m.remoteLogSegmentId(),
+            c -> c.addSegment(AddSegmentRequest.newBuilder().setSegment(Convert.segment(m)).build()));
     }
 
     @Override
     public CompletableFuture<Void> updateRemoteLogSegmentMetadata(RemoteLogSegmentMetadataUpdate u) throws RemoteStorageException {
-        try {
-            rlmmd().call().updateSegment(UpdateSegmentRequest.newBuilder().setUpdate(Convert.update(u)).build());
-            return CompletableFuture.completedFuture(null);
-        } catch (StatusRuntimeException e) {
-            return CompletableFuture.failedFuture(error("update segment " + u.remoteLogSegmentId() + " to " + u.state(), e));
-        }
+        return write(u, "update segment " + u.remoteLogSegmentId() + " to " + u.state(),
+            c -> c.updateSegment(UpdateSegmentRequest.newBuilder().setUpdate(Convert.update(u)).build()));
     }
 
     @Override
     public CompletableFuture<Void> putRemotePartitionDeleteMetadata(RemotePartitionDeleteMetadata d) throws RemoteStorageException {
+        return write(d, "partition " + d.topicIdPartition() + " to " + d.state(),
+            c -> c.putPartitionDelete(PutPartitionDeleteRequest.newBuilder().setPartitionDelete(Convert.partitionDelete(d)).build()));
+    }
+
+    /**
+     * One change: to the store through rlmmd, then, with the mirror on, to
+     * the topic-based manager's topic. Done when the future is returned.
+     */
+    private CompletableFuture<Void> write(RemoteLogMetadata m, String what,
+                                          Consumer<RemoteLogMetadataServiceBlockingStub> call) {
+        TopicMirror mi = mirror;
         try {
-            rlmmd().call().putPartitionDelete(PutPartitionDeleteRequest.newBuilder().setPartitionDelete(Convert.partitionDelete(d)).build());
+            if (mi != null) {
+                mi.before(what);
+            }
+            call.accept(rlmmd().call());
+            if (mi != null) {
+                mi.after(m, what);
+            }
             return CompletableFuture.completedFuture(null);
         } catch (StatusRuntimeException e) {
-            return CompletableFuture.failedFuture(error("partition " + d.topicIdPartition() + " to " + d.state(), e));
+            return CompletableFuture.failedFuture(error(what, e));
+        } catch (RemoteStorageException e) {
+            return CompletableFuture.failedFuture(e);
         }
     }
 
@@ -363,6 +392,10 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
      */
     // Not @Override: Kafka 3.9's interface lacks it (4.0 added it).
     public boolean isReady(TopicIdPartition tp) {
+        TopicMirror mi = mirror;
+        if (mi != null && !mi.drain()) {
+            return false; // changes the topic has not taken yet: tiered storage pauses until it takes them
+        }
         try {
             boolean ready = rlmmd().call().caughtUp(CaughtUpRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build()).getCaughtUp();
             if (reachable.compareAndSet(false, true)) {
@@ -446,6 +479,11 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
      */
     @Override
     public void close() throws IOException {
+        TopicMirror mi = mirror;
+        if (mi != null) {
+            mirror = null;
+            mi.close();
+        }
         RlmmdChannel ch = channel;
         if (ch == null) {
             return;

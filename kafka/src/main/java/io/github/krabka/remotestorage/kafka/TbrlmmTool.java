@@ -88,6 +88,8 @@ public final class TbrlmmTool {
         "  --consumer-config FILE    Kafka consumer properties (security, ...) for reading the topic",
         "  --rlmmd-config FILE       the plugin's rlmmd.* properties (TLS, timeouts); --rlmmd sets rlmmd.target",
         "  --skip-unparsable         skip a record that cannot be parsed (named in the output) instead of stopping",
+        "  --skip-deleted            import: skip the records of segments whose deletion finishes in the topic, which",
+        "                            TBRLMM forgets, unless the store holds them: writes about the live set, not the history",
         "import only:",
         "  --group NAME              consumer group holding the checkpoint (default remotestorage-import)",
         "  --follow                  keep tailing the topic after catching up, until stopped (SIGTERM or SIGINT)",
@@ -110,6 +112,7 @@ public final class TbrlmmTool {
     private String consumerConfig;
     private String rlmmdConfig;
     private boolean skipUnparsable;
+    private boolean skipDeleted;
     private String topic = MetadataRecords.TOPIC;
     private String group = "remotestorage-import";
     private boolean follow;
@@ -126,6 +129,7 @@ public final class TbrlmmTool {
     private final AtomicLong dropped = new AtomicLong();
     private final AtomicLong storeRefused = new AtomicLong();
     private final AtomicLong skipped = new AtomicLong();
+    private final AtomicLong forgotten = new AtomicLong();
 
     public TbrlmmTool(PrintStream out, PrintStream err) {
         this.out = out;
@@ -157,6 +161,11 @@ public final class TbrlmmTool {
 
     public long applied() {
         return applied.get();
+    }
+
+    /** Records skipped by --skip-deleted. */
+    public long skippedDeleted() {
+        return forgotten.get();
     }
 
     public long alreadyApplied() {
@@ -212,6 +221,7 @@ public final class TbrlmmTool {
             String a = args[i];
             switch (a) {
                 case "--skip-unparsable" -> skipUnparsable = true;
+                case "--skip-deleted" -> skipDeleted = true;
                 case "--follow" -> follow = true;
                 case "--bootstrap-server" -> bootstrap = value(args, ++i, a);
                 case "--rlmmd" -> rlmmdTarget = value(args, ++i, a);
@@ -233,8 +243,8 @@ public final class TbrlmmTool {
         if (rlmmdTarget == null) {
             throw new Stop(EXIT_USAGE, "--rlmmd is required");
         }
-        if (mode.equals("verify") && (follow || maxRate != 0)) {
-            throw new Stop(EXIT_USAGE, "--follow and --max-rate are import options");
+        if (mode.equals("verify") && (follow || maxRate != 0 || skipDeleted)) {
+            throw new Stop(EXIT_USAGE, "--follow, --max-rate and --skip-deleted are import options");
         }
     }
 
@@ -493,7 +503,8 @@ public final class TbrlmmTool {
                 return EXIT_ERROR;
             }
             long[] inStore = {0};
-            List<String> conflicts = conflicts(scan, inStore);
+            Set<Uuid> storeIds = new HashSet<>();
+            List<String> conflicts = conflicts(scan, inStore, storeIds);
             if (!conflicts.isEmpty()) {
                 conflicts.forEach(x -> err.println("import: conflict: " + x));
                 throw new Stop(EXIT_ERROR, conflicts.size() + " conflicts between the store and " + topic
@@ -528,12 +539,17 @@ public final class TbrlmmTool {
                         return;
                     }
                     read.incrementAndGet();
-                    if (r != null) {
+                    Uuid segment = m instanceof RemoteLogSegmentMetadata s ? s.remoteLogSegmentId().id()
+                        : m instanceof RemoteLogSegmentMetadataUpdate u ? u.remoteLogSegmentId().id() : null;
+                    if (r == null && skipDeleted && segment != null && forgottenAtEnd(scan, m.topicIdPartition(), segment)
+                        && !storeIds.contains(segment)) {
+                        forgotten.incrementAndGet();
+                    } else if (r != null) {
                         dropped.incrementAndGet();
                         err.println("import: " + MetadataRecords.at(topic, p, o) + ": dropped, as TBRLMM drops it: " + r.what + " (" + describe(m) + ")");
                     } else {
                         if (checked.add(m.topicIdPartition())) {
-                            requireEmpty(m.topicIdPartition(), p, o);
+                            requireEmpty(m.topicIdPartition(), p, o, m);
                         }
                         throttle(start, ++writes[0]);
                         appliers.submit(m, p, o, model.deleteState(m.topicIdPartition()) != null);
@@ -696,10 +712,11 @@ public final class TbrlmmTool {
 
     private String progress(long start) {
         double s = Math.max(1e-3, (System.nanoTime() - start) / 1e9);
-        long handled = applied.get() + already.get() + dropped.get() + storeRefused.get();
+        long handled = applied.get() + already.get() + dropped.get() + storeRefused.get() + forgotten.get();
         return String.format("%d records read, %d applied, %d already in the store, %d dropped as TBRLMM drops them, "
-                + "%d refused by the store, %d unparsable skipped; %.0f records/s",
-            read.get(), applied.get(), already.get(), dropped.get(), storeRefused.get(), skipped.get(), handled / s);
+                + "%d refused by the store, %d unparsable skipped%s; %.0f records/s",
+            read.get(), applied.get(), already.get(), dropped.get(), storeRefused.get(), skipped.get(),
+            skipDeleted ? ", " + forgotten.get() + " of segments deleted within the topic skipped" : "", handled / s);
     }
 
     /** Per metadata partition: its end offset minus the offset before which every record is applied. */
@@ -832,11 +849,12 @@ public final class TbrlmmTool {
      * ever takes it, or a partition the store deleted and the topic did not.
      * An earlier import of the same records is none of these.
      */
-    private List<String> conflicts(TbrlmmModel scan, long[] inStore) throws Stop {
+    private List<String> conflicts(TbrlmmModel scan, long[] inStore, Set<Uuid> storeIds) throws Stop {
         List<String> out = new ArrayList<>();
         for (TopicIdPartition tp : scan.partitions()) {
             StoreList store = storeList(tp);
             inStore[0] += store.segments().size() + (store.deleted() ? 1 : 0);
+            store.segments().forEach(x -> storeIds.add(x.remoteLogSegmentId().id()));
             if (store.deleted() && scan.deleteState(tp) != RemotePartitionDeleteState.DELETE_PARTITION_FINISHED) {
                 out.add(tp + ": the store finished deleting the partition; the topic did not");
             }
@@ -847,8 +865,7 @@ public final class TbrlmmTool {
                     out.add(tp + ": segment " + id + " [" + s.startOffset() + ", " + s.endOffset() + "] is in the store, not in the topic");
                     continue;
                 }
-                if (add.startOffset() != s.startOffset() || add.endOffset() != s.endOffset() || add.maxTimestampMs() != s.maxTimestampMs()
-                    || add.segmentSizeInBytes() != s.segmentSizeInBytes() || !add.segmentLeaderEpochs().equals(s.segmentLeaderEpochs())) {
+                if (!sameAdd(s, add)) {
                     out.add(tp + ": segment " + id + " differs: the store has " + fields(s) + ", the topic " + fields(add));
                     continue;
                 }
@@ -861,14 +878,37 @@ public final class TbrlmmTool {
         return out;
     }
 
-    /** A user partition the first pass did not see: the store must hold nothing of it. */
-    private void requireEmpty(TopicIdPartition tp, int p, long o) throws Stop {
+    /**
+     * A segment the topic added and TBRLMM no longer holds at the end of the
+     * first pass: its deletion finished (or the partition's).
+     */
+    private static boolean forgottenAtEnd(TbrlmmModel scan, TopicIdPartition tp, Uuid segment) {
+        return scan.added(segment) != null && scan.state(tp, segment).isEmpty();
+    }
+
+    /**
+     * A user partition the first pass did not see: the store must hold
+     * nothing of it, unless this first record is the add of a segment the
+     * store holds as the record says, which is what a broker on the plugin
+     * with the mirror on writes (to the store, then to the topic).
+     */
+    private void requireEmpty(TopicIdPartition tp, int p, long o, RemoteLogMetadata first) throws Stop {
         StoreList store = storeList(tp);
+        if (!store.deleted() && first instanceof RemoteLogSegmentMetadata add
+            && store.segments().stream().anyMatch(s -> s.remoteLogSegmentId().equals(add.remoteLogSegmentId()) && sameAdd(s, add))) {
+            return;
+        }
         if (store.deleted() || !store.segments().isEmpty()) {
             throw new Stop(EXIT_ERROR, "conflict: " + MetadataRecords.at(topic, p, o) + " is the first record of " + tp
                 + ", of which the store already holds " + (store.deleted() ? "a finished deletion" : store.segments().size() + " segments")
                 + " the topic does not: stopped before writing it");
         }
+    }
+
+    /** The fields an add fixes, equal. */
+    private static boolean sameAdd(RemoteLogSegmentMetadata s, RemoteLogSegmentMetadata add) {
+        return add.startOffset() == s.startOffset() && add.endOffset() == s.endOffset() && add.maxTimestampMs() == s.maxTimestampMs()
+            && add.segmentSizeInBytes() == s.segmentSizeInBytes() && add.segmentLeaderEpochs().equals(s.segmentLeaderEpochs());
     }
 
     private static String fields(RemoteLogSegmentMetadata s) {

@@ -388,6 +388,50 @@ class TbrlmmImportIT {
         }
     }
 
+    /**
+     * --skip-deleted writes only the segments TBRLMM still holds at the end,
+     * and the store ends as TBRLMM does; a segment the store already holds
+     * is never skipped, so its deletion, later in the topic, is applied.
+     */
+    @Test
+    void skipDeletedWritesTheLiveSet(TestInfo info) throws Exception {
+        setUp(info);
+        Content c = content(40);
+        produce(c.records);
+        Run first = importAll("--skip-deleted");
+        assertEquals(TbrlmmTool.EXIT_OK, first.code, first.toString());
+        assertTrue(first.tool.skippedDeleted() > 0, first.toString());
+        assertEquals(c.records.size() - c.dropped, first.tool.applied() + first.tool.skippedDeleted(), first.toString());
+        assertTrue(first.out.contains(first.tool.skippedDeleted() + " of segments deleted within the topic skipped"), first.out);
+        assertImportedAll(c);
+        Run v = verify();
+        assertEquals(TbrlmmTool.EXIT_OK, v.code, v.toString());
+
+        List<RemoteLogSegmentMetadata> live;
+        try (RlmmdRemoteLogMetadataManager m = plugin()) {
+            live = list(m, A1);
+        }
+        assertTrue(!live.isEmpty());
+        List<RemoteLogMetadata> deletes = new ArrayList<>();
+        for (RemoteLogSegmentMetadata s : live) {
+            if (s.state() == RemoteLogSegmentState.COPY_SEGMENT_FINISHED) {
+                deletes.add(new RemoteLogSegmentMetadataUpdate(s.remoteLogSegmentId(), 9, Optional.empty(),
+                    RemoteLogSegmentState.DELETE_SEGMENT_STARTED, 1));
+                deletes.add(new RemoteLogSegmentMetadataUpdate(s.remoteLogSegmentId(), 10, Optional.empty(),
+                    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED, 1));
+            }
+        }
+        assertTrue(!deletes.isEmpty());
+        produce(deletes);
+        Run again = importAll("--skip-deleted");
+        assertEquals(TbrlmmTool.EXIT_OK, again.code, again.toString());
+        assertEquals(0, again.tool.skippedDeleted(), "segments the store holds are not skipped: " + again);
+        assertEquals(deletes.size(), again.tool.applied(), again.toString());
+        Run v2 = verify();
+        assertEquals(TbrlmmTool.EXIT_OK, v2.code, v2.toString());
+        assertEquals(TbrlmmTool.EXIT_USAGE, verify("--skip-deleted").code, "an import option");
+    }
+
     @Test
     void verifyFindsPlantedDifferencesAndAnEmptyStore(TestInfo info) throws Exception {
         setUp(info);
