@@ -271,10 +271,10 @@ kafka-import-bench: pg-user ## The import's and verify's throughput on a metadat
 # time to ready after a restart with TBRLMM and with the plugin, at each
 # history size H (docs/BENCHMARKS.md). The plot goes to READINESS_SVG, each
 # result line to kafka/target/readiness.txt too.
-H ?= 100000,1000000
+H ?= 100000,1000000,10000000
 READINESS_SVG ?= $(CURDIR)/docs/readiness.svg
 .PHONY: kafka-readiness-bench
-kafka-readiness-bench: pg-user ## Restart readiness and metadata memory, TBRLMM against the plugin, at history sizes H (~15 min at the default H).
+kafka-readiness-bench: pg-user ## Restart readiness (isReady, first remote fetch) and metadata memory, TBRLMM against the plugin, at history sizes H, the live set fixed (~15 min at the default H).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=ReadinessBench -Dfailsafe.failIfNoSpecifiedTests=false -Dbench.records=$(H) -Dbench.svg=$(READINESS_SVG)
@@ -338,7 +338,7 @@ rust-test: pg-user ## The Rust crates of rust/: rustfmt check, clippy with warni
 	cd rust && RLMMD_BIN=$(BIN)/rlmmd RLMM_PGFIXTURE_BIN=$(BIN)/rlmm-pgfixture cargo test --locked -j$(CARGO_JOBS)
 
 .PHONY: kafka-bench
-kafka-bench: pg-user ## The plugin's lookup latency, and the broker's copy throughput with this store against Kafka's topic-based default (~5 min).
+kafka-bench: pg-user ## The plugin's lookup latency, the broker's copy throughput with this store against Kafka's topic-based default, and the mirror's cost (~6 min).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test='RlmmdPluginIT#lookupLatency,KafkaCopyBench,MirrorBench' -Dfailsafe.failIfNoSpecifiedTests=false

@@ -70,6 +70,9 @@ final class TopicMirror implements AutoCloseable {
         }
         Map<String, Object> props = new HashMap<>(c.producerProperties());
         props.putIfAbsent(ProducerConfig.CLIENT_ID_CONFIG, "remotestorage-mirror-" + configs.get("broker.id"));
+        // Each record is sent alone and waited for: lingering (5 ms by
+        // default from Kafka 4.0) batches nothing and only adds its wait.
+        props.putIfAbsent(ProducerConfig.LINGER_MS_CONFIG, 0);
         KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
         return new TopicMirror(p, c.remoteLogMetadataTopicName(), c.metadataTopicPartitionsCount());
     }

@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Test;
  * in-process broker, one rlmmd and PostgreSQL: a segment's add and finish
  * (the two changes of a copy) through the plugin with the mirror off and
  * on, against the raw produce the mirror adds (two records of Kafka's serde,
- * acks=all, each waited for). RLMM_BENCH_MIRROR_SEGMENTS (default 2000)
+ * acks=all, linger.ms=0 as the mirror sends them, each waited for). RLMM_BENCH_MIRROR_SEGMENTS (default 2000)
  * segments each, after 200 of warm-up. `make kafka-bench` runs it.
  */
 class MirrorBench {
@@ -52,7 +52,7 @@ class MirrorBench {
                 on.configure(mirrored);
                 RemoteLogMetadataSerde serde = new RemoteLogMetadataSerde();
                 try (KafkaProducer<byte[], byte[]> raw = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG,
-                    cluster.bootstrapServers(), ProducerConfig.ACKS_CONFIG, "all"), new ByteArraySerializer(), new ByteArraySerializer())) {
+                    cluster.bootstrapServers(), ProducerConfig.ACKS_CONFIG, "all", ProducerConfig.LINGER_MS_CONFIG, "0"), new ByteArraySerializer(), new ByteArraySerializer())) {
                     Consumer<RemoteLogSegmentMetadata> produce = s -> {
                         try {
                             raw.send(new ProducerRecord<>("raw", 0, null, serde.serialize(s))).get();

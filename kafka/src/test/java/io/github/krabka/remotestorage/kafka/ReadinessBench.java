@@ -2,6 +2,7 @@ package io.github.krabka.remotestorage.kafka;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.io.PrintStream;
@@ -20,11 +21,16 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.server.log.remote.metadata.storage.RemoteLogMetadataTopicPartitioner;
 import org.apache.kafka.server.log.remote.metadata.storage.serialization.RemoteLogMetadataSerde;
@@ -40,38 +46,49 @@ import org.junit.jupiter.api.Test;
  * and of this plugin, one broker (in process), one run: for each history
  * size H (-Dbench.records, comma separated), H metadata records written
  * with Kafka's serde into __remote_log_metadata (50 partitions) for
- * bench.partitions user partitions: each segment added and finished, and
- * all but the newest ~15 % of each partition's segments deleted (started
- * and finished) as newer ones come. The broker restarts with TBRLMM; the
- * import tool then copies the topic into the store; the broker restarts
- * again with the plugin. Measured each time: the time from the restart's
- * return until the broker's RLMM says isReady for every user partition,
- * and the memory the metadata holds (heap used after GC against the
- * heap before the records were written; for the plugin, rlmmd's VmRSS
- * added). The live set is checked through TBRLMM after its restart, and
- * in the store before the plugin's. The user partitions hold no records:
- * a remote log task that runs once the RLMM is ready finds the segments
- * beyond the log's end and starts deleting one of each partition, so the
- * tasks run an hour apart and the plugin's live set is counted before
- * its restart. Writes a plot of time to ready
- * against H (bench.svg). Run with `make kafka-readiness-bench`.
+ * bench.partitions user partitions, the live set held fixed at bench.live
+ * segments: each segment added and finished, and all but each partition's
+ * newest bench.live / bench.partitions segments deleted (started and
+ * finished) as newer ones come. Beside them, a partition with real data
+ * (probe-0: three 1 MiB segments copied to the remote tier, its local log
+ * deleted below them). The broker restarts with TBRLMM; the import tool
+ * then copies the topic into the store (--skip-deleted unless
+ * bench.skip.deleted=false); the broker restarts again with the plugin.
+ * Measured each time, from the restart's return (two restarts, one for
+ * each): the time until the RLMM says isReady for every user partition;
+ * the time until a consumer gets probe-0's offset 0, which only the remote
+ * tier holds, and the remote fetches of it that failed until then (the broker's RemoteFetchErrorsPerSec:
+ * TBRLMM answers ReplicaNotAvailableException until it has replayed); the memory the metadata holds (heap used after GC against
+ * the heap before the records were written; for the plugin, rlmmd's
+ * VmRSS added, and beside it the VmRSS of another rlmmd on the same
+ * database that holds no partition). The live set is checked through TBRLMM after its restart,
+ * and in the store before the plugin's. The user partitions hold no
+ * records: a remote log task that runs once the RLMM is ready finds the
+ * segments beyond the log's end and starts deleting one of each
+ * partition, so the tasks run an hour apart and the plugin's live set is
+ * counted before its restart. Writes a plot of time to ready against H
+ * (bench.svg). Run with `make kafka-readiness-bench`.
  */
 class ReadinessBench {
     static final int METADATA_PARTITIONS = 50;
-    static final double LIVE_FRACTION = 0.15;
     static final String TBRLMM = "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager";
 
     /** One history size's figures. */
-    record Result(long records, long live, int partitions, double writeS, double tbrlmmReadyS, double tbrlmmRestartS,
-                  long tbrlmmHeap, double importS, double pluginReadyS, double pluginRestartS, long pluginHeap, long rlmmdRss) {
+    record Result(long records, long live, int partitions, double writeS, Restart tbrlmm, long tbrlmmHeap, double importS,
+                  long importWrites, Restart plugin, long pluginHeap, long rlmmdRss, long idleRlmmdRss) {
+    }
+
+    /** A restart's figures: seconds to isReady and to the first remote fetch after its return, the failed remote fetches, its own seconds. */
+    record Restart(double readyS, double fetchS, long fetchErrors, double restartS) {
     }
 
     @Test
     void readiness() throws Exception {
         int partitions = Integer.getInteger("bench.partitions", 100);
+        int live = Integer.getInteger("bench.live", 40_000);
         List<Result> results = new ArrayList<>();
         for (String h : System.getProperty("bench.records", "100000,1000000").split(",")) {
-            results.add(run(Long.parseLong(h.trim()), partitions));
+            results.add(run(Long.parseLong(h.trim()), partitions, live / partitions));
         }
         System.out.printf("ReadinessBench: load average %s%n", Files.readString(Path.of("/proc/loadavg")).trim());
         Path svg = Path.of(System.getProperty("bench.svg", "target/readiness.svg"));
@@ -79,13 +96,15 @@ class ReadinessBench {
         System.out.println("ReadinessBench: plot written to " + svg.toAbsolutePath());
     }
 
-    static Result run(long h, int partitions) throws Exception {
+    static final TopicPartition PROBE = new TopicPartition("probe", 0);
+
+    static Result run(long h, int partitions, int live) throws Exception {
         // Per user partition: n segments, the newest `live` of them kept:
         // 2 records a segment added and finished, 2 more a segment deleted.
         long perPartition = h / partitions;
-        int n = (int) Math.round(perPartition / (4 - 2 * LIVE_FRACTION));
-        int live = (int) Math.round(n * LIVE_FRACTION);
+        int n = (int) Math.max(live, Math.round((perPartition + 2.0 * live) / 4));
         long records = (long) partitions * (2L * n + 2L * (n - live));
+        boolean skipDeleted = Boolean.parseBoolean(System.getProperty("bench.skip.deleted", "true"));
         Path remote = Files.createTempDirectory("rlmm-readiness");
         Map<String, String> config = new HashMap<>();
         config.put("remote.log.storage.system.enable", "true");
@@ -95,9 +114,12 @@ class ReadinessBench {
         config.put("remote.log.metadata.manager.listener.name", "EXTERNAL");
         config.put("rlmm.config.remote.log.metadata.topic.replication.factor", "1");
         config.put("rlmm.config.remote.log.metadata.topic.num.partitions", String.valueOf(METADATA_PARTITIONS));
-        // The remote log tasks run once when a partition's leadership
-        // starts, skipped while the RLMM is not ready, then after an hour.
-        config.put("remote.log.manager.task.interval.ms", "3600000");
+        // The remote log tasks run every 300 ms while the probe is copied;
+        // from the restart after that, once when a partition's leadership
+        // starts (skipped while the RLMM is not ready), then after an hour.
+        config.put("remote.log.manager.task.interval.ms", "300");
+        config.put("log.retention.check.interval.ms", "300");
+        config.put("log.initial.task.delay.ms", "100");
         config.put("offsets.topic.replication.factor", "1");
         config.put("offsets.topic.num.partitions", "1");
         try (Fixture.Postgres pg = new Fixture.Postgres();
@@ -112,42 +134,89 @@ class ReadinessBench {
                 tps.add(new TopicIdPartition(id, p, topic));
             }
             awaitReady(cluster, tps);
+            admin.createTopics(List.of(new NewTopic(PROBE.topic(), 1, (short) 1).configs(Map.of("remote.storage.enable", "true",
+                "segment.bytes", String.valueOf(1 << 20), "local.retention.ms", "1000", "file.delete.delay.ms", "100",
+                "retention.ms", "-1")))).all().get();
+            produceProbe(cluster);
+            cluster.restartBroker(0, Map.of("remote.log.manager.task.interval.ms", "3600000"));
+            awaitReady(cluster, tps);
             long heap0 = heapAfterGc();
 
             long t0 = System.nanoTime();
             produce(cluster, tps, n, live);
             double writeS = (System.nanoTime() - t0) / 1e9;
 
-            double[] tb = restart(cluster, tps, Map.of());
+            Restart tb = restart(cluster, tps, Map.of());
             assertEquals((long) live * partitions, liveSegments(rlmm(cluster), tps), "live segments TBRLMM holds");
             long tbHeap = heapAfterGc() - heap0;
 
             TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(System.err, true, StandardCharsets.UTF_8));
+            List<String> args = new ArrayList<>(List.of("import", "--bootstrap-server", cluster.bootstrapServers(), "--rlmmd", rlmmd.target(),
+                "--topic", "__remote_log_metadata", "--group", "readiness", "--parallelism", "8"));
+            if (skipDeleted) {
+                args.add("--skip-deleted");
+            }
             t0 = System.nanoTime();
-            int code = tool.run("import", "--bootstrap-server", cluster.bootstrapServers(), "--rlmmd", rlmmd.target(),
-                "--topic", "__remote_log_metadata", "--group", "readiness", "--parallelism", "8");
+            int code = tool.run(args.toArray(new String[0]));
             double importS = (System.nanoTime() - t0) / 1e9;
             assertEquals(TbrlmmTool.EXIT_OK, code, "import");
-            assertEquals(records, tool.applied(), "records imported");
+            // The probe's records besides the history's.
+            assertTrue(tool.applied() + tool.skippedDeleted() >= records, "records imported");
 
             try (RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager()) {
                 m.configure(Map.of(RlmmdConfig.TARGET, rlmmd.target(), "broker.id", "1"));
                 assertEquals((long) live * partitions, liveSegments(m, tps), "live segments in the store");
             }
-            double[] pl = restart(cluster, tps, Map.of("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName(),
+            Restart pl = restart(cluster, tps, Map.of("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName(),
                 "rlmm.config." + RlmmdConfig.TARGET, rlmmd.target()));
             long plHeap = heapAfterGc() - heap0;
             long rss = vmRss(rlmmd.pid());
-            Result r = new Result(records, (long) live * partitions, partitions, writeS, tb[0], tb[1], tbHeap, importS, pl[0], pl[1], plHeap, rss);
+            // rlmmd's own share: another on the same database, serving, holding no partition.
+            long idleRss;
+            try (Fixture.Rlmmd idle = new Fixture.Rlmmd(rlmmd.dsn).start();
+                 RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager()) {
+                m.configure(Map.of(RlmmdConfig.TARGET, idle.target(), "broker.id", "1"));
+                m.remoteLogSegmentMetadata(tps.get(0), 0, 0);
+                idleRss = vmRss(idle.pid());
+            }
+            Result r = new Result(records, (long) live * partitions, partitions, writeS, tb, tbHeap, importS, tool.applied(), pl, plHeap, rss, idleRss);
             String line = String.format(Locale.ROOT, "ReadinessBench: H=%d records (%d user partitions, %d live segments), written in %.1f s; "
-                    + "TBRLMM ready %.2f s after the restart returned (restart %.2f s), heap %+.1f MB; import %.1f s (%.0f records/s, "
-                    + "--parallelism 8); plugin ready %.2f s after the restart returned (restart %.2f s), heap %+.1f MB, rlmmd VmRSS %.1f MB%n",
-                records, partitions, r.live, writeS, tb[0], tb[1], tbHeap / 1e6, importS, records / importS, pl[0], pl[1], plHeap / 1e6, rss / 1e6);
+                    + "TBRLMM ready %.2f s, first remote fetch %.2f s (%d failed remote fetches), after the restart returned (restart %.2f s), "
+                    + "heap %+.1f MB; import %.1f s (%.0f records/s, %d writes, --parallelism 8%s); plugin ready %.3f s, first remote fetch "
+                    + "%.3f s (%d failed remote fetches) after the restart returned (restart %.2f s), heap %+.1f MB, rlmmd VmRSS %.1f MB (%.1f MB holding no partition)%n",
+                records, partitions, r.live, writeS, tb.readyS, tb.fetchS, tb.fetchErrors, tb.restartS, tbHeap / 1e6, importS, records / importS,
+                tool.applied(), skipDeleted ? ", --skip-deleted" : "", pl.readyS, pl.fetchS, pl.fetchErrors, pl.restartS, plHeap / 1e6, rss / 1e6, idleRss / 1e6);
             System.out.println(line);
             // Also in a file: the broker's log can outrun the test's output.
             Files.writeString(Path.of("target/readiness.txt"), line + " load " + Files.readString(Path.of("/proc/loadavg")),
                 StandardOpenOption.CREATE, StandardOpenOption.APPEND);
             return r;
+        }
+    }
+
+    static byte[] probeValue(long i) {
+        byte[] v = new byte[1000];
+        java.util.Arrays.fill(v, (byte) ('a' + i % 26));
+        return v;
+    }
+
+    /** Three 1 MiB segments and a bit into probe-0, copied; waits until the remote tier alone holds offset 0. */
+    static void produceProbe(KitCluster cluster) throws Exception {
+        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(Map.<String, Object>of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG,
+            cluster.bootstrapServers(), ProducerConfig.ACKS_CONFIG, "all"), new ByteArraySerializer(), new ByteArraySerializer())) {
+            for (long i = 0; i < 3.2 * (1 << 20) / 1070; i++) {
+                p.send(new ProducerRecord<>(PROBE.topic(), 0, null, probeValue(i)));
+            }
+            p.flush();
+        }
+        try (Admin admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers()))) {
+            Fixture.await("probe-0's local log deleted below its remote segments", () -> {
+                try {
+                    return admin.listOffsets(Map.of(PROBE, OffsetSpec.earliestLocal())).partitionResult(PROBE).get().offset() > 0;
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            });
         }
     }
 
@@ -219,8 +288,14 @@ class ReadinessBench {
         Fixture.await("the RLMM is ready for every user partition", () -> allReady(cluster, tps));
     }
 
-    /** Restarts broker 0; returns the seconds from the restart's return to ready, and the restart's own. */
-    static double[] restart(KitCluster cluster, List<TopicIdPartition> tps, Map<String, Object> overrides) throws Exception {
+    /**
+     * Restarts broker 0 twice. After the first, the time from the restart's
+     * return until isReady of every user partition. After the second, the
+     * time until a consumer (made before the restart) gets probe-0's offset
+     * 0, and the broker's failed remote fetches of the probe until then.
+     * Apart, so that neither measurement takes the other's CPU.
+     */
+    static Restart restart(KitCluster cluster, List<TopicIdPartition> tps, Map<String, Object> overrides) throws Exception {
         long t0 = System.nanoTime();
         cluster.restartBroker(0, overrides);
         long t1 = System.nanoTime();
@@ -231,7 +306,45 @@ class ReadinessBench {
             Thread.onSpinWait();
         }
         long t2 = System.nanoTime();
-        return new double[] {(t2 - t1) / 1e9, (t1 - t0) / 1e9};
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(Map.<String, Object>of(
+            ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers(), ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false",
+            ConsumerConfig.RETRY_BACKOFF_MS_CONFIG, "10", ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "10"),
+            new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            c.assign(List.of(PROBE));
+            c.seek(PROBE, 0);
+            cluster.restartBroker(0);
+            long t3 = System.nanoTime();
+            while (System.nanoTime() - t3 < Fixture.TIMEOUT.toNanos() * 10) {
+                var records = c.poll(java.time.Duration.ofMillis(10));
+                if (!records.isEmpty()) {
+                    long t4 = System.nanoTime();
+                    var first = records.records(PROBE).get(0);
+                    assertEquals(0, first.offset(), "probe-0's first record");
+                    assertTrue(java.util.Arrays.equals(probeValue(0), first.value()), "probe-0's record 0");
+                    awaitReady(cluster, tps);
+                    return new Restart((t2 - t1) / 1e9, (t4 - t3) / 1e9, remoteFetchErrors(), (t1 - t0) / 1e9);
+                }
+            }
+            throw new AssertionError("probe-0's offset 0 never arrived");
+        }
+    }
+
+    /**
+     * The broker's count of the probe's remote fetches that failed (Kafka's
+     * RemoteFetchErrorsPerSec of the topic): each is a fetch the consumer
+     * got an error for, ReplicaNotAvailableException while TBRLMM replays.
+     * A broker's shutdown removes its meters: the count starts at 0 with
+     * each start.
+     */
+    static long remoteFetchErrors() {
+        long n = 0;
+        for (var e : org.apache.kafka.server.metrics.KafkaYammerMetrics.defaultRegistry().allMetrics().entrySet()) {
+            if (e.getKey().getName().equals("RemoteFetchErrorsPerSec") && e.getKey().getMBeanName().contains("topic=" + PROBE.topic())
+                && e.getValue() instanceof com.yammer.metrics.core.Meter m) {
+                n += m.count();
+            }
+        }
+        return n;
     }
 
     static long liveSegments(RemoteLogMetadataManager m, List<TopicIdPartition> tps) throws Exception {
@@ -272,7 +385,7 @@ class ReadinessBench {
         double minX = Math.floor(Math.log10(rs.stream().mapToLong(Result::records).min().orElse(10)));
         double maxX = Math.max(minX + 1, Math.ceil(Math.log10(rs.stream().mapToLong(Result::records).max().orElse(100))));
         double minY = -3;
-        double maxY = Math.max(1, Math.ceil(Math.log10(rs.stream().mapToDouble(r -> Math.max(r.tbrlmmReadyS, r.pluginReadyS)).max().orElse(1))));
+        double maxY = Math.max(1, Math.ceil(Math.log10(rs.stream().mapToDouble(r -> Math.max(r.tbrlmm.readyS, r.plugin.readyS)).max().orElse(1))));
         StringBuilder b = new StringBuilder();
         b.append(String.format(Locale.ROOT, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">%n", w, ht));
         b.append("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
@@ -298,7 +411,7 @@ class ReadinessBench {
         for (int s = 0; s < 2; s++) {
             StringBuilder pts = new StringBuilder();
             for (Result r : rs) {
-                double v = s == 0 ? r.tbrlmmReadyS : r.pluginReadyS;
+                double v = s == 0 ? r.tbrlmm.readyS : r.plugin.readyS;
                 double px = x.applyAsDouble(r.records);
                 double py = y.applyAsDouble(v);
                 pts.append(String.format(Locale.ROOT, "%.1f,%.1f ", px, py));
