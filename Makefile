@@ -282,10 +282,10 @@ kafka-readiness-bench: pg-user ## Restart readiness (isReady, first remote fetch
 # `make kafka-matrix`: the end-to-end suite's brokers on the newest patch of
 # each Kafka line from 3.9, all loading the one plugin jar built against
 # 4.4.0. -Dkafka.line picks the line's test kit (kafka/pom.xml). Every line
-# runs every step but brokerRestart, whose test-kit call exists from 4.3 on
-# (make kafka-e2e runs it on 4.4.0), and the mirror's suite. The rolling
-# switch restarts brokers too: it runs on KAFKA_MATRIX_ROLL_VERSIONS, lines
-# older than the newest, from 4.3 on.
+# runs every step but brokerRestart (make kafka-e2e runs it on 4.4.0), and
+# the mirror's suite. The rolling switch runs on KAFKA_MATRIX_ROLL_VERSIONS,
+# lines older than the newest whose brokers the tests can restart (4.x: 4.4's
+# test kit restarts one, KitCluster takes the same steps on older 4.x kits).
 KAFKA_MATRIX_VERSIONS ?= 3.9.1 4.0.2 4.1.2 4.2.2 4.3.2 4.4.0
 KAFKA_MATRIX_ROLL_VERSIONS ?= 4.3.2
 KAFKA_MATRIX_TESTS := KafkaTieredStorageIT\#copyAndReadBack+leadershipMove+rlmmdDown+databaseDown+rlmmctl+retention+topicDeletion,TopicMirrorIT

@@ -152,9 +152,17 @@ class RollingSwitchIT {
         admin.createTopics(List.of(
             new NewTopic(KEPT, Map.of(0, List.of(0, 1), 1, List.of(1, 2))).configs(topicConfig),
             new NewTopic(RETAINED, Map.of(0, List.of(2, 0))).configs(topicConfig))).all().get();
-        for (Map.Entry<String, TopicDescription> e : admin.describeTopics(List.of(KEPT, RETAINED)).allTopicNames().get().entrySet()) {
-            topicIds.put(e.getKey(), e.getValue().topicId());
-        }
+        // Created on the controller; a broker may not know the topics yet.
+        Fixture.await("the topics known to the brokers", () -> {
+            try {
+                admin.describeTopics(List.of(KEPT, RETAINED)).allTopicNames().get()
+                    .forEach((name, d) -> topicIds.put(name, d.topicId()));
+                return true;
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        awaitFullIsr();
         for (TopicPartition tp : partitions()) {
             produced.put(tp, new AtomicLong());
         }

@@ -56,7 +56,7 @@ final class KitCluster implements AutoCloseable {
 
     /** Kafka 3.9's test kit cannot restart a broker. */
     void restartBroker(int id, Map<String, Object> overrides) {
-        throw new AssertionError("Kafka 3.9's test kit cannot restart a broker (KafkaClusterTestKit.restartBroker is 4.3 on)");
+        throw new AssertionError("Kafka 3.9's test kit cannot restart a broker (the 4.x kits can: see src/testkit)");
     }
 
     @Override

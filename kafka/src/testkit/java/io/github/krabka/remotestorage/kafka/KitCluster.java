@@ -50,20 +50,80 @@ final class KitCluster implements AutoCloseable {
         return kit.brokers().get(id);
     }
 
-    /** KafkaClusterTestKit.restartBroker, which the test kit has from Kafka 4.3 on. */
+    /** Restarts a broker with its configuration (KafkaClusterTestKit.restartBroker from Kafka 4.4 on). */
     void restartBroker(int id) throws Exception {
         restartBroker(id, Map.of());
     }
 
-    /** The same, the broker's configuration changed by overrides. */
+    /**
+     * The same, the broker's configuration changed by overrides (which stay
+     * for later restarts). Kafka 4.4's kit has the call; on an older kit
+     * of the 4.x lines the steps of 4.4's are taken here, through the
+     * kit's fields, by reflection so that this compiles on every line: the
+     * broker shut down, a new SharedServer and BrokerServer made of its
+     * configuration and overrides, the same metadata properties, fault
+     * handlers and listener ports, and started.
+     */
     void restartBroker(int id, Map<String, Object> overrides) throws Exception {
-        java.lang.reflect.Method restart;
+        java.lang.reflect.Method restart = null;
         try {
             restart = KafkaClusterTestKit.class.getMethod("restartBroker", int.class, Map.class);
         } catch (NoSuchMethodException e) {
-            throw new AssertionError("this Kafka's test kit cannot restart a broker (KafkaClusterTestKit.restartBroker is 4.3 on)", e);
+            // an older kit: below
         }
-        restart.invoke(kit, id, overrides);
+        if (restart != null) {
+            restart.invoke(kit, id, overrides);
+            return;
+        }
+        try {
+            java.lang.reflect.Field brokersField = KafkaClusterTestKit.class.getDeclaredField("brokers");
+            brokersField.setAccessible(true);
+            @SuppressWarnings("unchecked")
+            Map<Integer, Object> brokers = (Map<Integer, Object>) brokersField.get(kit);
+            Object broker = brokers.get(id);
+            Class<?> brokerClass = Class.forName("kafka.server.BrokerServer");
+            if (!(Boolean) brokerClass.getMethod("isShutdown").invoke(broker)) {
+                brokerClass.getMethod("shutdown").invoke(broker);
+                brokerClass.getMethod("awaitShutdown").invoke(broker);
+            }
+            Object oldConfig = brokerClass.getMethod("config").invoke(broker);
+            Class<?> configClass = Class.forName("kafka.server.KafkaConfig");
+            Map<Object, Object> props = new java.util.HashMap<>((Map<?, ?>) configClass.getMethod("originals").invoke(oldConfig));
+            props.putAll(overrides);
+            Object config = configClass.getConstructor(Map.class, boolean.class).newInstance(props, false);
+            Object quorum = configClass.getMethod("quorumConfig").invoke(config);
+            Class<?> quorumClass = Class.forName("org.apache.kafka.raft.QuorumConfig");
+            Object voters = quorumClass.getMethod("parseVoterConnections", java.util.List.class)
+                .invoke(null, quorumClass.getMethod("voters").invoke(quorum));
+            Object bootstrap = quorumClass.getMethod("parseBootstrapServers", java.util.List.class)
+                .invoke(null, quorumClass.getMethod("bootstrapServers").invoke(quorum));
+            Object shared = brokerClass.getMethod("sharedServer").invoke(broker);
+            Class<?> sharedClass = Class.forName("kafka.server.SharedServer");
+            Object metaProps = sharedClass.getMethod("metaPropsEnsemble").invoke(shared);
+            java.lang.reflect.Field faults = KafkaClusterTestKit.class.getDeclaredField("faultHandlerFactory");
+            faults.setAccessible(true);
+            java.lang.reflect.Field sockets = KafkaClusterTestKit.class.getDeclaredField("socketFactoryManager");
+            sockets.setAccessible(true);
+            Object socketManager = sockets.get(kit);
+            Object socketFactory = socketManager.getClass().getMethod("getOrCreateSocketFactory", int.class).invoke(socketManager, id);
+            java.lang.reflect.Constructor<?> sharedCtor = null;
+            for (java.lang.reflect.Constructor<?> c : sharedClass.getConstructors()) {
+                if (c.getParameterCount() == 8) {
+                    sharedCtor = c;
+                }
+            }
+            if (sharedCtor == null) {
+                throw new NoSuchMethodException("kafka.server.SharedServer's constructor of 8 parameters");
+            }
+            Object newShared = sharedCtor.newInstance(config, metaProps, org.apache.kafka.common.utils.Time.SYSTEM,
+                new org.apache.kafka.common.metrics.Metrics(), java.util.concurrent.CompletableFuture.completedFuture(voters), bootstrap,
+                faults.get(kit), socketFactory);
+            Object newBroker = brokerClass.getConstructor(sharedClass).newInstance(newShared);
+            brokers.put(id, newBroker);
+            brokerClass.getMethod("startup").invoke(newBroker);
+        } catch (ReflectiveOperationException e) {
+            throw new AssertionError("this Kafka's test kit cannot restart a broker: " + e, e);
+        }
     }
 
     @Override
