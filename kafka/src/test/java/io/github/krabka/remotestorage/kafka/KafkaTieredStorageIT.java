@@ -85,51 +85,24 @@ class KafkaTieredStorageIT {
         pg = new Fixture.Postgres();
         dsn = pg.database("kafka");
         remoteDir = Files.createTempDirectory("rlmm-remote");
-        Map<Integer, Map<String, String>> perServer = new HashMap<>();
-        for (int broker : new int[] {0, 1}) {
-            Fixture.Rlmmd r = new Fixture.Rlmmd(dsn).start();
-            rlmmds.put(broker, r);
-            perServer.put(broker, Map.of("rlmm.config." + RlmmdConfig.TARGET, r.target()));
-        }
+        Map<Integer, Map<String, String>> perServer = TieredBrokers.rlmmdPerBroker(dsn, 2, rlmmds);
         Path jar = Path.of(System.getProperty("rlmm.plugin.jar", "target/remotestorage-kafka-0.1.0.jar")).toAbsolutePath();
-        Map<String, String> config = new HashMap<>();
-        config.put("remote.log.storage.system.enable", "true");
+        Map<String, String> config = TieredBrokers.fastTiering(remoteDir);
         config.put("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName());
         config.put("remote.log.metadata.manager.class.path", jar.toString());
         config.put("rlmm.config." + RlmmdConfig.CALL_TIMEOUT_MS, "2000");
-        config.put("remote.log.storage.manager.class.name", LocalDirRemoteStorageManager.class.getName());
-        config.put("rsm.config.dir", remoteDir.toString());
-        config.put("remote.log.manager.task.interval.ms", "300");
-        config.put("log.retention.check.interval.ms", "300");
-        config.put("log.initial.task.delay.ms", "100");
-        config.put("remote.log.manager.copier.thread.pool.size", "2");
-        config.put("remote.log.manager.expiration.thread.pool.size", "2");
         cluster = KitCluster.start(false, 1, 2, perServer, config);
         admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers())); // KafkaClusterTestKit.admin() is 4.3 on
-        Map<String, String> topicConfig = Map.of(
-            "remote.storage.enable", "true",
-            "segment.bytes", String.valueOf(SEGMENT_BYTES),
-            "local.retention.ms", "1000",
-            "file.delete.delay.ms", "100",
-            "retention.ms", "-1");
+        Map<String, String> topicConfig = TieredBrokers.fastTieredTopic(SEGMENT_BYTES);
         admin.createTopics(List.of(new NewTopic(TOPIC, Map.of(0, List.of(0, 1))).configs(topicConfig))).all().get();
-        topicId = admin.describeTopics(List.of(TOPIC)).allTopicNames().get().get(TOPIC).topicId();
+        topicId = TieredBrokers.awaitTopicIds(admin, List.of(TOPIC)).get(TOPIC);
     }
 
     @AfterAll
     static void stopCluster() throws Exception {
-        if (admin != null) {
-            admin.close();
-        }
-        if (cluster != null) {
-            cluster.close();
-        }
-        for (Fixture.Rlmmd r : rlmmds.values()) {
-            r.close();
-        }
-        if (pg != null) {
-            pg.close();
-        }
+        Fixture.closeAll(admin, cluster);
+        Fixture.closeAll(rlmmds.values().toArray(new AutoCloseable[0]));
+        Fixture.closeAll(pg);
     }
 
     // --- helpers ---------------------------------------------------------

@@ -119,49 +119,22 @@ class RollingSwitchIT {
         dsn = pg.database("roll");
         remoteDir = Files.createTempDirectory("rlmm-roll");
         jar = Path.of(System.getProperty("rlmm.plugin.jar", "target/remotestorage-kafka-0.1.0.jar")).toAbsolutePath();
-        Map<Integer, Map<String, String>> perServer = new HashMap<>();
-        for (int b = 0; b < BROKERS; b++) {
-            Fixture.Rlmmd r = new Fixture.Rlmmd(dsn).start();
-            rlmmds.put(b, r);
-            perServer.put(b, Map.of("rlmm.config." + RlmmdConfig.TARGET, r.target()));
-        }
-        Map<String, String> config = new HashMap<>();
-        config.put("remote.log.storage.system.enable", "true");
-        config.put("remote.log.storage.manager.class.name", LocalDirRemoteStorageManager.class.getName());
-        config.put("rsm.config.dir", remoteDir.toString());
+        Map<Integer, Map<String, String>> perServer = TieredBrokers.rlmmdPerBroker(dsn, BROKERS, rlmmds);
+        Map<String, String> config = TieredBrokers.fastTiering(remoteDir);
         config.put("remote.log.metadata.manager.class.name", TBRLMM);
         // TBRLMM's settings; the plugin's mirror reads the same ones.
         config.put("remote.log.metadata.manager.listener.name", "EXTERNAL");
         config.put("rlmm.config.remote.log.metadata.topic.replication.factor", "3");
         config.put("rlmm.config.remote.log.metadata.topic.num.partitions", "5");
         config.put("rlmm.config." + RlmmdConfig.MIRROR_ENABLE, "true");
-        config.put("remote.log.manager.task.interval.ms", "300");
-        config.put("log.retention.check.interval.ms", "300");
-        config.put("log.initial.task.delay.ms", "100");
-        config.put("remote.log.manager.copier.thread.pool.size", "2");
-        config.put("remote.log.manager.expiration.thread.pool.size", "2");
         config.put("offsets.topic.num.partitions", "1");
         cluster = KitCluster.start(false, 1, BROKERS, perServer, config);
         admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers()));
-        Map<String, String> topicConfig = Map.of(
-            "remote.storage.enable", "true",
-            "segment.bytes", String.valueOf(SEGMENT_BYTES),
-            "local.retention.ms", "1000",
-            "file.delete.delay.ms", "100",
-            "retention.ms", "-1");
+        Map<String, String> topicConfig = TieredBrokers.fastTieredTopic(SEGMENT_BYTES);
         admin.createTopics(List.of(
             new NewTopic(KEPT, Map.of(0, List.of(0, 1), 1, List.of(1, 2))).configs(topicConfig),
             new NewTopic(RETAINED, Map.of(0, List.of(2, 0))).configs(topicConfig))).all().get();
-        // Created on the controller; a broker may not know the topics yet.
-        Fixture.await("the topics known to the brokers", () -> {
-            try {
-                admin.describeTopics(List.of(KEPT, RETAINED)).allTopicNames().get()
-                    .forEach((name, d) -> topicIds.put(name, d.topicId()));
-                return true;
-            } catch (Exception e) {
-                return false;
-            }
-        });
+        topicIds.putAll(TieredBrokers.awaitTopicIds(admin, List.of(KEPT, RETAINED)));
         awaitFullIsr();
         for (TopicPartition tp : partitions()) {
             produced.put(tp, new AtomicLong());
@@ -171,18 +144,9 @@ class RollingSwitchIT {
     @AfterAll
     static void stopCluster() throws Exception {
         stopFollowing();
-        if (admin != null) {
-            admin.close();
-        }
-        if (cluster != null) {
-            cluster.close();
-        }
-        for (Fixture.Rlmmd r : rlmmds.values()) {
-            r.close();
-        }
-        if (pg != null) {
-            pg.close();
-        }
+        Fixture.closeAll(admin, cluster);
+        Fixture.closeAll(rlmmds.values().toArray(new AutoCloseable[0]));
+        Fixture.closeAll(pg);
     }
 
     static List<TopicPartition> partitions() {

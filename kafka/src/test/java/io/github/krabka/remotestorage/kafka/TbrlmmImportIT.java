@@ -82,15 +82,7 @@ class TbrlmmImportIT {
 
     @AfterAll
     static void stopCluster() throws Exception {
-        if (admin != null) {
-            admin.close();
-        }
-        if (cluster != null) {
-            cluster.close();
-        }
-        if (pg != null) {
-            pg.close();
-        }
+        Fixture.closeAll(admin, cluster, pg);
     }
 
     void setUp(TestInfo info) throws Exception {

@@ -66,15 +66,7 @@ class TopicMirrorIT {
 
     @AfterAll
     static void stopCluster() throws Exception {
-        if (admin != null) {
-            admin.close();
-        }
-        if (cluster != null) {
-            cluster.close();
-        }
-        if (pg != null) {
-            pg.close();
-        }
+        Fixture.closeAll(admin, cluster, pg);
     }
 
     /** The plugin with the mirror on, configured as a broker configures it (TBRLMM's keys included). */

@@ -1,0 +1,75 @@
+package io.github.krabka.remotestorage.kafka;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.common.Uuid;
+
+/**
+ * The settings the end-to-end suites give in-process brokers so that tiered
+ * storage takes seconds a step, and one rlmmd per broker.
+ */
+final class TieredBrokers {
+    private TieredBrokers() {
+    }
+
+    /**
+     * Broker properties: tiered storage on, LocalDirRemoteStorageManager in
+     * `remoteDir`, the remote log tasks and retention checks every 300 ms.
+     */
+    static Map<String, String> fastTiering(Path remoteDir) {
+        Map<String, String> config = new HashMap<>();
+        config.put("remote.log.storage.system.enable", "true");
+        config.put("remote.log.storage.manager.class.name", LocalDirRemoteStorageManager.class.getName());
+        config.put("rsm.config.dir", remoteDir.toString());
+        config.put("remote.log.manager.task.interval.ms", "300");
+        config.put("log.retention.check.interval.ms", "300");
+        config.put("log.initial.task.delay.ms", "100");
+        config.put("remote.log.manager.copier.thread.pool.size", "2");
+        config.put("remote.log.manager.expiration.thread.pool.size", "2");
+        return config;
+    }
+
+    /** Topic properties: remote storage on, segments of `segmentBytes`, the local log kept 1 s, nothing expired by time. */
+    static Map<String, String> fastTieredTopic(int segmentBytes) {
+        return Map.of(
+            "remote.storage.enable", "true",
+            "segment.bytes", String.valueOf(segmentBytes),
+            "local.retention.ms", "1000",
+            "file.delete.delay.ms", "100",
+            "retention.ms", "-1");
+    }
+
+    /** Starts an rlmmd on `dsn` for each broker id into `rlmmds`; the per-broker properties naming it. */
+    static Map<Integer, Map<String, String>> rlmmdPerBroker(String dsn, int brokers, Map<Integer, Fixture.Rlmmd> rlmmds)
+        throws IOException, InterruptedException {
+        Map<Integer, Map<String, String>> perServer = new HashMap<>();
+        for (int b = 0; b < brokers; b++) {
+            Fixture.Rlmmd r = new Fixture.Rlmmd(dsn).start();
+            rlmmds.put(b, r);
+            perServer.put(b, Map.of("rlmm.config." + RlmmdConfig.TARGET, r.target()));
+        }
+        return perServer;
+    }
+
+    /**
+     * The ids of topics just created. The controller created them; the
+     * broker asked may not know them yet (UnknownTopicOrPartitionException
+     * on a busy machine), so it is asked until it does.
+     */
+    static Map<String, Uuid> awaitTopicIds(Admin admin, List<String> names) throws InterruptedException {
+        Map<String, Uuid> ids = new HashMap<>();
+        Fixture.await("the topics " + names + " known to the brokers", () -> {
+            try {
+                admin.describeTopics(names).allTopicNames().get().forEach((name, d) -> ids.put(name, d.topicId()));
+                return true;
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        return ids;
+    }
+}
