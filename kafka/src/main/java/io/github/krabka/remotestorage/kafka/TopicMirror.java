@@ -7,11 +7,12 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.PartitionInfo;
-import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.server.log.remote.metadata.storage.RemoteLogMetadataTopicPartitioner;
@@ -130,8 +131,7 @@ final class TopicMirror implements AutoCloseable {
 
     private void send(RemoteLogMetadata m) throws RemoteStorageException {
         checkPartitions();
-        TopicIdPartition tp = m.topicIdPartition();
-        ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(topic, partitioner.metadataPartition(tp), null, serde.serialize(m));
+        ProducerRecord<byte[], byte[]> r = record(m);
         try {
             // The producer bounds the wait: delivery.timeout.ms (TBRLMM's
             // remote.log.metadata.producer.* settings).
@@ -144,6 +144,11 @@ final class TopicMirror implements AutoCloseable {
         } catch (RuntimeException e) {
             throw new RemoteStorageException("write to " + topic + ": " + e, e);
         }
+    }
+
+    /** The record TBRLMM writes for a change: no key, the serde's value, the partitioner's metadata partition. */
+    private ProducerRecord<byte[], byte[]> record(RemoteLogMetadata m) {
+        return new ProducerRecord<>(topic, partitioner.metadataPartition(m.topicIdPartition()), null, serde.serialize(m));
     }
 
     /**
@@ -169,14 +174,32 @@ final class TopicMirror implements AutoCloseable {
         log.info("remotestorage: mirroring every metadata change to {} ({} partitions)", topic, partitions);
     }
 
-    /** Sends what is left of the backlog (logging what cannot be), then closes the producer and its thread. */
+    /**
+     * Sends what is left of the backlog for up to 5 s (logging what cannot
+     * be sent), then closes the producer and its thread: a broker's shutdown
+     * does not wait on a topic that does not answer.
+     */
     @Override
     public synchronized void close() {
-        if (!backlog.isEmpty() && !drain()) {
+        long deadline = System.nanoTime() + CLOSE_WAIT.toNanos();
+        try {
+            while (!backlog.isEmpty()) {
+                RemoteLogMetadata m = backlog.peekFirst();
+                producer.send(record(m)).get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                backlog.removeFirst();
+            }
+        } catch (ExecutionException | TimeoutException | RuntimeException e) {
+            // logged below, with what is left
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (!backlog.isEmpty()) {
             log.error("remotestorage: closing with {} metadata changes in the store that are not in {}: "
                 + "brokers on the topic-based manager miss them until they are written there (TbrlmmTool verify lists them)",
                 backlog.size(), topic);
         }
-        producer.close(Duration.ofSeconds(5));
+        producer.close(CLOSE_WAIT);
     }
+
+    private static final Duration CLOSE_WAIT = Duration.ofSeconds(5);
 }
