@@ -477,13 +477,17 @@ public final class TbrlmmTool {
 
     private enum Outcome { APPLIED, ALREADY, REFUSED }
 
+    /** How many times the topic is read before a conflict with the store is final, and the pause between. */
+    static final int CONFLICT_READS = 5;
+    static final Duration CONFLICT_PAUSE = Duration.ofSeconds(1);
+
     private int runImport() throws Stop {
         connect();
         try (KafkaConsumer<byte[], byte[]> c = consumer(true)) {
             liveConsumer = c;
             List<TopicPartition> tps = assign(c);
-            Map<TopicPartition, Long> ends = retry("read the end offsets of " + topic,
-                () -> c.endOffsets(tps, Duration.ofSeconds(30)));
+            Map<TopicPartition, Long> ends = new HashMap<>(retry("read the end offsets of " + topic,
+                () -> c.endOffsets(tps, Duration.ofSeconds(30))));
             Map<TopicPartition, OffsetAndMetadata> groupOffsets = retry("read the checkpoint of group " + group,
                 () -> c.committed(new HashSet<>(tps), Duration.ofSeconds(30)));
             Map<Integer, Long> checkpoint = new TreeMap<>();
@@ -497,14 +501,40 @@ public final class TbrlmmTool {
             // Pass 1: every record up to the ends is read and parsed before
             // anything is written, and TBRLMM's final state is built for the
             // comparison with the store.
-            TbrlmmModel scan = new TbrlmmModel(false);
-            readTopic(c, ends, false, (p, o, m) -> scan.apply(m), () -> { }, false);
-            if (stopped) {
-                return EXIT_ERROR;
+            // A broker on the plugin with the mirror on writes the store
+            // first, then the topic: a conflict may be a change whose record
+            // is not in the topic yet. The topic is read again, to its new
+            // ends, before a conflict is final.
+            TbrlmmModel lastScan;
+            long[] lastInStore;
+            Set<Uuid> lastIds;
+            List<String> conflicts;
+            for (int attempt = 1; ; attempt++) {
+                TbrlmmModel s = new TbrlmmModel(false);
+                readTopic(c, ends, false, (p, o, m) -> s.apply(m), () -> { }, false);
+                if (stopped) {
+                    return EXIT_ERROR;
+                }
+                lastScan = s;
+                lastInStore = new long[] {0};
+                lastIds = new HashSet<>();
+                conflicts = conflicts(lastScan, lastInStore, lastIds);
+                if (conflicts.isEmpty() || attempt == CONFLICT_READS) {
+                    break;
+                }
+                err.println("import: " + conflicts.size() + " conflicts, perhaps changes of brokers on the plugin not in " + topic
+                    + " yet: reading it again in " + CONFLICT_PAUSE.toMillis() + " ms (" + attempt + " of " + CONFLICT_READS + ")");
+                try {
+                    Thread.sleep(CONFLICT_PAUSE.toMillis());
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return EXIT_ERROR;
+                }
+                ends.putAll(retry("read the end offsets of " + topic, () -> c.endOffsets(tps, Duration.ofSeconds(30))));
             }
-            long[] inStore = {0};
-            Set<Uuid> storeIds = new HashSet<>();
-            List<String> conflicts = conflicts(scan, inStore, storeIds);
+            TbrlmmModel scan = lastScan;
+            long[] inStore = lastInStore;
+            Set<Uuid> storeIds = lastIds;
             if (!conflicts.isEmpty()) {
                 conflicts.forEach(x -> err.println("import: conflict: " + x));
                 throw new Stop(EXIT_ERROR, conflicts.size() + " conflicts between the store and " + topic
@@ -924,8 +954,8 @@ public final class TbrlmmTool {
         try (KafkaConsumer<byte[], byte[]> c = consumer(false)) {
             liveConsumer = c;
             List<TopicPartition> tps = assign(c);
-            Map<TopicPartition, Long> ends = retry("read the end offsets of " + topic,
-                () -> c.endOffsets(tps, Duration.ofSeconds(30)));
+            Map<TopicPartition, Long> ends = new HashMap<>(retry("read the end offsets of " + topic,
+                () -> c.endOffsets(tps, Duration.ofSeconds(30))));
             readTopic(c, ends, false, (p, o, m) -> {
                 read.incrementAndGet();
                 if (model.apply(m) != null) {

@@ -517,6 +517,35 @@ class TbrlmmImportIT {
         assertEquals(TbrlmmTool.EXIT_OK, verify().code);
     }
 
+    /**
+     * A segment in the store whose records reach the topic only later (a
+     * broker on the plugin with the mirror on writes the store first): the
+     * first read finds a conflict, the import reads the topic again, and
+     * goes on once the records are there.
+     */
+    @Test
+    void aConflictTheTopicCatchesUpWithIsNotFinal(TestInfo info) throws Exception {
+        setUp(info);
+        Content c = content(8);
+        produce(c.records);
+        RemoteLogSegmentMetadata late = new RemoteLogSegmentMetadata(new RemoteLogSegmentId(B0, Uuid.randomUuid()), 5000, 5099,
+            1, 1, 1, 1, Optional.empty(), RemoteLogSegmentState.COPY_SEGMENT_STARTED, Map.of(0, 5000L));
+        try (RlmmdRemoteLogMetadataManager m = plugin()) {
+            m.addRemoteLogSegmentMetadata(late).get();
+        }
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(err, true, StandardCharsets.UTF_8));
+        CompletableFuture<Integer> code = CompletableFuture.supplyAsync(() -> tool.run(args("import")));
+        Fixture.await("the import to read the topic again", () -> err.toString(StandardCharsets.UTF_8).contains("reading it again"));
+        produce(List.of(late));
+        int exit = code.get(Fixture.TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+        String log = err.toString(StandardCharsets.UTF_8);
+        assertEquals(TbrlmmTool.EXIT_OK, exit, log);
+        assertEquals(c.records.size() - c.dropped, tool.applied(), log);
+        assertEquals(1, tool.alreadyApplied(), "the late segment's add, already in the store: " + log);
+        assertEquals(TbrlmmTool.EXIT_OK, verify().code);
+    }
+
     @Test
     void conflictIsRefused(TestInfo info) throws Exception {
         setUp(info);
