@@ -78,15 +78,12 @@ class KafkaTieredStorageIT {
 
     @BeforeAll
     static void startCluster() throws Exception {
-        // The brokers are of the line the build asked for (`make kafka-matrix` runs several).
-        String version = KafkaLines.running();
-        System.out.println("KafkaTieredStorageIT: Kafka " + version + " brokers");
-        assertEquals(System.getProperty("kafka.expected.version", version), version, "the brokers' Kafka version");
+        TieredBrokers.requireKafkaLine("KafkaTieredStorageIT");
         pg = new Fixture.Postgres();
         dsn = pg.database("kafka");
         remoteDir = Files.createTempDirectory("rlmm-remote");
         Map<Integer, Map<String, String>> perServer = TieredBrokers.rlmmdPerBroker(dsn, 2, rlmmds);
-        Path jar = Path.of(System.getProperty("rlmm.plugin.jar", "target/remotestorage-kafka-0.1.0.jar")).toAbsolutePath();
+        Path jar = TieredBrokers.pluginJar();
         Map<String, String> config = TieredBrokers.fastTiering(remoteDir);
         config.put("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName());
         config.put("remote.log.metadata.manager.class.path", jar.toString());

@@ -77,7 +77,7 @@ class PluginCloseIT {
 
     /** The plugin as a broker builds it: loaded child first, wrapped so that each call runs with its class loader. */
     private static RemoteLogMetadataManager load() throws Exception {
-        Path jar = Path.of(System.getProperty("rlmm.plugin.jar", "target/remotestorage-kafka-0.1.0.jar")).toAbsolutePath();
+        Path jar = TieredBrokers.pluginJar();
         assertTrue(Files.isReadable(jar), jar + " is missing");
         ClassLoader loader = childFirst(jar);
         Class<?> c = loader.loadClass(PLUGIN_CLASS);

@@ -112,13 +112,11 @@ class RollingSwitchIT {
 
     @BeforeAll
     static void startCluster() throws Exception {
-        String version = KafkaLines.running();
-        System.out.println("RollingSwitchIT: Kafka " + version + " brokers");
-        assertEquals(System.getProperty("kafka.expected.version", version), version, "the brokers' Kafka version");
+        TieredBrokers.requireKafkaLine("RollingSwitchIT");
         pg = new Fixture.Postgres();
         dsn = pg.database("roll");
         remoteDir = Files.createTempDirectory("rlmm-roll");
-        jar = Path.of(System.getProperty("rlmm.plugin.jar", "target/remotestorage-kafka-0.1.0.jar")).toAbsolutePath();
+        jar = TieredBrokers.pluginJar();
         Map<Integer, Map<String, String>> perServer = TieredBrokers.rlmmdPerBroker(dsn, BROKERS, rlmmds);
         Map<String, String> config = TieredBrokers.fastTiering(remoteDir);
         config.put("remote.log.metadata.manager.class.name", TBRLMM);

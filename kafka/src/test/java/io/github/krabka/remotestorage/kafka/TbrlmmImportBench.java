@@ -44,8 +44,7 @@ class TbrlmmImportBench {
         int segments = Integer.getInteger("bench.segments", 25);
         String topic = "meta-bench";
         try (Fixture.Postgres pg = new Fixture.Postgres();
-             KitCluster cluster = KitCluster.start(true, 1, 1, Map.of(), Map.of("offsets.topic.replication.factor", "1",
-                 "offsets.topic.num.partitions", "1"));
+             KitCluster cluster = TieredBrokers.oneBroker();
              Admin admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers()))) {
             admin.createTopics(List.of(new NewTopic(topic, 50, (short) 1))).all().get();
             RemoteLogMetadataSerde serde = new RemoteLogMetadataSerde();

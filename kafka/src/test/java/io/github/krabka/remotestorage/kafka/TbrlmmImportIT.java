@@ -74,9 +74,7 @@ class TbrlmmImportIT {
     @BeforeAll
     static void startCluster() throws Exception {
         pg = new Fixture.Postgres();
-        // One broker: the checkpoint's __consumer_offsets with one replica.
-        cluster = KitCluster.start(true, 1, 1, Map.of(), Map.of("offsets.topic.replication.factor", "1",
-            "offsets.topic.num.partitions", "1"));
+        cluster = TieredBrokers.oneBroker();
         admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers()));
     }
 

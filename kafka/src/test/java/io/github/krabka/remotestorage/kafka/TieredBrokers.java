@@ -72,4 +72,23 @@ final class TieredBrokers {
         });
         return ids;
     }
+
+    /** The shaded jar the build made (rlmm.plugin.jar), as a broker loads it. */
+    static Path pluginJar() {
+        return Path.of(System.getProperty("rlmm.plugin.jar", "target/remotestorage-kafka-0.1.0.jar")).toAbsolutePath();
+    }
+
+    /** Checks that the brokers are of the line the build asked for (`make kafka-matrix` runs several), and says which. */
+    static void requireKafkaLine(String suite) {
+        String version = KafkaLines.running();
+        System.out.println(suite + ": Kafka " + version + " brokers");
+        org.junit.jupiter.api.Assertions.assertEquals(System.getProperty("kafka.expected.version", version), version,
+            "the brokers' Kafka version");
+    }
+
+    /** One combined node, its __consumer_offsets of one partition and one replica (a consumer group's checkpoint). */
+    static KitCluster oneBroker() throws Exception {
+        return KitCluster.start(true, 1, 1, Map.of(), Map.of("offsets.topic.replication.factor", "1",
+            "offsets.topic.num.partitions", "1"));
+    }
 }

@@ -58,8 +58,7 @@ class TopicMirrorIT {
     @BeforeAll
     static void startCluster() throws Exception {
         pg = new Fixture.Postgres();
-        cluster = KitCluster.start(true, 1, 1, Map.of(), Map.of("offsets.topic.replication.factor", "1",
-            "offsets.topic.num.partitions", "1"));
+        cluster = TieredBrokers.oneBroker();
         admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers()));
         admin.createTopics(List.of(new NewTopic(MetadataRecords.TOPIC, METADATA_PARTITIONS, (short) 1))).all().get();
     }
