@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -196,16 +197,31 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (_ *daemon, err er
 	return d, nil
 }
 
-// newManager opens the manager, waiting for a database that does not answer
-// yet; a schema that is not migrated ends the wait at once.
+// newManager migrates the database when --migrate says so, then opens the
+// manager, waiting for a database that does not answer yet. A schema that
+// is not migrated, a server too old, or a refusal by the server (such as a
+// role without the privileges a migration needs) ends the wait at once.
 func (d *daemon) newManager(ctx context.Context) (*rs.PgManager, error) {
 	wait := 100 * time.Millisecond
+	migrated := !d.cfg.migrate
 	for {
-		m, err := rs.NewPgManager(ctx, d.pool, rs.WithCache(), rs.WithLogger(d.log))
+		var m *rs.PgManager
+		err := func() error {
+			if !migrated {
+				if err := rs.Migrate(ctx, d.pool); err != nil {
+					return fmt.Errorf("migrate: %w", err)
+				}
+				migrated = true
+				d.log.Info("rlmmd: the database schema is current", "database", d.database, "schema_version", rs.SchemaVersion)
+			}
+			var err error
+			m, err = rs.NewPgManager(ctx, d.pool, rs.WithCache(), rs.WithLogger(d.log))
+			return err
+		}()
 		if err == nil {
 			return m, nil
 		}
-		if errors.Is(err, rs.ErrSchemaMismatch) || ctx.Err() != nil {
+		if refusedForGood(err) || ctx.Err() != nil {
 			return nil, fmt.Errorf("the database %s: %w", d.database, err)
 		}
 		d.log.Warn("rlmmd: the database does not answer yet; retrying", "database", d.database, "err", err, "retry_in", wait)
@@ -216,6 +232,28 @@ func (d *daemon) newManager(ctx context.Context) (*rs.PgManager, error) {
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// refusedForGood reports whether waiting cannot help err: the schema is not
+// at this rlmmd's version, the server is too old, or the server refused a
+// statement on a connection it accepted (permissions, a bad database name).
+// A server that does not answer, or answers that it is starting or
+// stopping, is waited for.
+func refusedForGood(err error) bool {
+	if errors.Is(err, rs.ErrSchemaMismatch) || errors.Is(err, rs.ErrServerVersion) {
+		return true
+	}
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 57 (operator intervention: shutting down, starting up,
+		// cancelled) and 08 (connection) pass; the rest is the server's answer.
+		return !strings.HasPrefix(pgErr.Code, "57") && !strings.HasPrefix(pgErr.Code, "08") && pgErr.Code != "53300"
+	}
+	return false
 }
 
 // setServing sets the health status from one ping of the database.

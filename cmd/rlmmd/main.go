@@ -22,11 +22,17 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
+
+// version names the build: set by the linker (-X main.version=...) when the
+// Kafka plugin's build puts rlmmd into its jar, which refuses an rlmmd of
+// another version; "dev" otherwise.
+var version = "dev"
 
 // Defaults of the flags.
 const (
@@ -69,6 +75,10 @@ type config struct {
 	healthInterval  time.Duration
 	maxConns        int
 	logLevel        slog.Level
+	migrate         bool  // migrate the database before serving
+	stopOnStdinEOF  bool  // stop when standard input reaches its end
+	memoryLimit     int64 // the Go runtime's soft memory limit in bytes; 0: GOMEMLIMIT's or none
+	showVersion     bool
 }
 
 // parseConfig reads flags, then fills what they left unset from the
@@ -91,6 +101,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.healthInterval, "health-interval", defaultHealthInterval, "how often the health check pings the database")
 	fs.IntVar(&cfg.maxConns, "db-max-conns", 0, "connections of the pool (0: pgx's default, max(4, CPUs))")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&cfg.migrate, "migrate", false, "migrate the database to this rlmmd's schema before serving (idempotent; several rlmmd may race)")
+	fs.BoolVar(&cfg.stopOnStdinEOF, "stop-on-stdin-eof", false, "stop gracefully when standard input reaches its end: a parent holding a pipe to it (the Kafka plugin) then stops rlmmd by dying, however it dies")
+	memoryLimit := fs.String("memory-limit", "", "soft limit of the Go runtime's memory, e.g. 64MiB (as GOMEMLIMIT, which applies when this is unset)")
+	fs.BoolVar(&cfg.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -122,6 +136,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	default:
 		cfg.databaseFrom = "the PG* environment variables"
 	}
+	if *memoryLimit != "" {
+		n, err := parseSize(*memoryLimit)
+		if err != nil {
+			return config{}, fmt.Errorf("--memory-limit %q: %w", *memoryLimit, err)
+		}
+		cfg.memoryLimit = n
+	}
 	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return config{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
 	}
@@ -143,6 +164,27 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	return cfg, nil
 }
 
+// parseSize reads a byte count with an optional binary suffix (B, KiB,
+// MiB, GiB), as GOMEMLIMIT writes it.
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		factor int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	factor := int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, factor = n, u.factor
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/factor {
+		return 0, errors.New("want a positive byte count, optionally with KiB, MiB or GiB")
+	}
+	return n * factor, nil
+}
+
 func lookup(getenv func(string) string, name string) (string, bool) {
 	v := getenv(name)
 	return v, v != ""
@@ -161,18 +203,41 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "rlmmd:", err)
 		return 2
 	}
+	if cfg.showVersion {
+		fmt.Println("rlmmd", version)
+		return 0
+	}
+	if cfg.memoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.memoryLimit)
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if cfg.stopOnStdinEOF {
+		ctx = stopAtEOF(ctx, os.Stdin, logger)
+	}
 	srv, err := start(ctx, cfg, logger)
 	if err != nil {
 		logger.Error("rlmmd: cannot start", "err", err)
 		return 1
 	}
-	logger.Info("rlmmd: serving", "listen", srv.Addr(), "metrics", srv.MetricsAddr(), "database", srv.database, "pid", strconv.Itoa(os.Getpid()))
+	logger.Info("rlmmd: serving", "listen", srv.Addr(), "metrics", srv.MetricsAddr(), "database", srv.database, "pid", strconv.Itoa(os.Getpid()), "version", version)
 	<-ctx.Done()
 	logger.Info("rlmmd: stopping", "shutdown_timeout", cfg.shutdownTimeout)
 	srv.Stop()
 	logger.Info("rlmmd: stopped")
 	return 0
+}
+
+// stopAtEOF returns a context that ends with ctx or when r reaches its end
+// (or fails): a parent holding the other end of a pipe closes it by exiting,
+// killed or not, which no signal reports to a child of a JVM.
+func stopAtEOF(ctx context.Context, r io.Reader, log *slog.Logger) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, err := io.Copy(io.Discard, r)
+		log.Info("rlmmd: standard input closed: the parent is gone; stopping", "err", err)
+		cancel()
+	}()
+	return ctx
 }

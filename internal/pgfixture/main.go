@@ -8,6 +8,7 @@
 // stdin, one per line, and answers each with one line on stdout:
 //
 //	db NAME     create database NAME, migrated  -> "DSN <url>"
+//	empty NAME  create database NAME, empty     -> "DSN <url>"
 //	stop        stop the server (fast shutdown) -> "OK"
 //	start       start it again                  -> "OK"
 //
@@ -80,7 +81,7 @@ func handle(c *pgcluster.Cluster, args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	switch {
-	case len(args) == 2 && args[0] == "db":
+	case len(args) == 2 && (args[0] == "db" || args[0] == "empty"):
 		if !dbName.MatchString(args[1]) {
 			return fmt.Errorf("database name %q: want lower-case letters, digits and _", args[1])
 		}
@@ -92,6 +93,10 @@ func handle(c *pgcluster.Cluster, args []string) error {
 		admin.Close()
 		if err != nil {
 			return err
+		}
+		if args[0] == "empty" {
+			fmt.Println("DSN", c.TCPURL(args[1]))
+			return nil
 		}
 		pool, err := pgxpool.New(ctx, c.TCPURL(args[1]))
 		if err != nil {
@@ -113,7 +118,7 @@ func handle(c *pgcluster.Cluster, args []string) error {
 		}
 		fmt.Println("OK")
 	default:
-		return fmt.Errorf("unknown command %q: want db NAME, stop or start", strings.Join(args, " "))
+		return fmt.Errorf("unknown command %q: want db NAME, empty NAME, stop or start", strings.Join(args, " "))
 	}
 	return nil
 }

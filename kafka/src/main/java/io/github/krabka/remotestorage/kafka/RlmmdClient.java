@@ -30,6 +30,11 @@ final class RlmmdClient {
         return stub.withDeadlineAfter(callTimeoutMs, TimeUnit.MILLISECONDS);
     }
 
+    /** The stub for one unary call with a deadline of its own. */
+    RemoteLogMetadataServiceBlockingStub call(long timeoutMs) {
+        return stub.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS);
+    }
+
     /** The list stream; the deadline covers the whole stream. */
     Iterator<ListSegmentsResponse> list(ListSegmentsRequest request) {
         return stub.withDeadlineAfter(listTimeoutMs, TimeUnit.MILLISECONDS).listSegments(request);

@@ -15,11 +15,66 @@ import org.apache.kafka.common.config.ConfigException;
  * {@code rlmmd.target}.
  */
 public final class RlmmdConfig extends AbstractConfig {
+    /** The broker's default remote.log.metadata.manager.impl.prefix, with which messages name the keys. */
+    static final String PREFIX = "rlmm.config.";
     public static final String TARGET = "rlmmd.target";
-    public static final String TARGET_DOC = "The rlmmd to call: host:port, or unix:/path for its unix "
-        + "socket. Plaintext unless rlmmd.tls.ca.file is set. Usually the rlmmd on the broker's own "
-        + "host, on loopback or a unix socket.";
+    public static final String TARGET_DOC = "The rlmmd to call (the sidecar mode): host:port, or unix:/path for "
+        + "its unix socket. Plaintext unless rlmmd.tls.ca.file is set. Usually the rlmmd on the broker's own "
+        + "host, on loopback or a unix socket. Not with database.url. When neither is set, 127.0.0.1:9190.";
     public static final String TARGET_DEFAULT = "127.0.0.1:9190";
+
+    public static final String DATABASE_URL = "database.url";
+    public static final String DATABASE_URL_DOC = "The PostgreSQL database, as a libpq URL "
+        + "(postgres://user:password@host:5432/db?sslmode=verify-full) or key/value string. Setting it runs the "
+        + "embedded mode: the plugin starts rlmmd from its own jar as a child of the broker, and supervises it. "
+        + "Not with rlmmd.target. Kafka's config providers work here, e.g. ${file:/etc/kafka/secrets.properties:db-url}.";
+
+    public static final String DATABASE_MIGRATE = "database.migrate";
+    public static final String DATABASE_MIGRATE_DOC = "Embedded mode: whether rlmmd migrates the database to its "
+        + "schema when it starts (idempotent; brokers may race). false for a broker role that may not change the "
+        + "schema: rlmmd then refuses a schema that is not current, naming its version.";
+
+    public static final String EMBEDDED_DIR = "embedded.dir";
+    public static final String EMBEDDED_DIR_DOC = "Embedded mode: the directory the plugin unpacks rlmmd into, and "
+        + "where each child's unix socket lives, in a directory only the broker's user can enter. It must be "
+        + "writable and allow programs to run (not mounted noexec). Default: remotestorage-rlmmd-<user> in "
+        + "java.io.tmpdir.";
+
+    public static final String EMBEDDED_BINARY = "embedded.binary";
+    public static final String EMBEDDED_BINARY_DOC = "Embedded mode: run this rlmmd instead of the jar's (for a "
+        + "platform the jar has no binary for). It must report the jar's version (rlmmd --version).";
+
+    public static final String EMBEDDED_MEMORY_LIMIT_MB = "embedded.memory.limit.mb";
+    public static final String EMBEDDED_MEMORY_LIMIT_MB_DOC = "Embedded mode: rlmmd's memory budget in MiB, "
+        + "the Go runtime's soft limit (rlmmd --memory-limit, as GOMEMLIMIT): the garbage collector works harder "
+        + "as the child nears it. 0: no limit.";
+    public static final int EMBEDDED_MEMORY_LIMIT_MB_DEFAULT = 256;
+
+    public static final String EMBEDDED_GC_PERCENT = "embedded.gc.percent";
+    public static final String EMBEDDED_GC_PERCENT_DOC = "Embedded mode: rlmmd's GOGC, the heap growth the garbage "
+        + "collector allows over the live heap before it runs, in percent. Lower holds less memory for more CPU.";
+    public static final int EMBEDDED_GC_PERCENT_DEFAULT = 100;
+
+    public static final String EMBEDDED_METRICS_LISTEN = "embedded.metrics.listen";
+    public static final String EMBEDDED_METRICS_LISTEN_DOC = "Embedded mode: host:port of rlmmd's Prometheus "
+        + "/metrics endpoint; empty (the default) turns it off, so that several brokers on one host do not collide.";
+
+    public static final String EMBEDDED_START_TIMEOUT_MS = "embedded.start.timeout.ms";
+    public static final String EMBEDDED_START_TIMEOUT_MS_DOC = "Embedded mode: how long configure waits for the "
+        + "child to serve, to fail (configure then fails with its error), or to report that it waits for the "
+        + "database (configure then returns, and isReady is false until it serves).";
+    public static final long EMBEDDED_START_TIMEOUT_MS_DEFAULT = 30_000L;
+
+    public static final String EMBEDDED_LIVENESS_TIMEOUT_MS = "embedded.liveness.timeout.ms";
+    public static final String EMBEDDED_LIVENESS_TIMEOUT_MS_DOC = "Embedded mode: the deadline of the once-a-second "
+        + "check that the serving child answers; after two misses in a row it is killed and started again.";
+    public static final long EMBEDDED_LIVENESS_TIMEOUT_MS_DEFAULT = 5_000L;
+
+    public static final String EMBEDDED_RESTART_BACKOFF_MAX_MS = "embedded.restart.backoff.max.ms";
+    public static final String EMBEDDED_RESTART_BACKOFF_MAX_MS_DOC = "Embedded mode: the longest wait before "
+        + "starting a child again after it exited; the wait starts at 100 ms and doubles with each exit that comes "
+        + "less than a minute after the child started serving.";
+    public static final long EMBEDDED_RESTART_BACKOFF_MAX_MS_DEFAULT = 10_000L;
 
     public static final String CALL_TIMEOUT_MS = "rlmmd.call.timeout.ms";
     public static final String CALL_TIMEOUT_MS_DOC = "Deadline of every call but the lists, in "
@@ -48,7 +103,21 @@ public final class RlmmdConfig extends AbstractConfig {
         + "own remote.log.metadata.* settings and remote.log.metadata.manager.listener.name.";
 
     public static final ConfigDef CONFIG_DEF = new ConfigDef()
-        .define(TARGET, Type.STRING, TARGET_DEFAULT, new ConfigDef.NonEmptyString(), Importance.HIGH, TARGET_DOC)
+        .define(TARGET, Type.STRING, null, new ConfigDef.NonEmptyString(), Importance.HIGH, TARGET_DOC)
+        .define(DATABASE_URL, Type.PASSWORD, null, Importance.HIGH, DATABASE_URL_DOC)
+        .define(DATABASE_MIGRATE, Type.BOOLEAN, true, Importance.MEDIUM, DATABASE_MIGRATE_DOC)
+        .define(EMBEDDED_DIR, Type.STRING, null, Importance.LOW, EMBEDDED_DIR_DOC)
+        .define(EMBEDDED_BINARY, Type.STRING, null, Importance.LOW, EMBEDDED_BINARY_DOC)
+        .define(EMBEDDED_MEMORY_LIMIT_MB, Type.INT, EMBEDDED_MEMORY_LIMIT_MB_DEFAULT, Range.atLeast(0), Importance.LOW,
+            EMBEDDED_MEMORY_LIMIT_MB_DOC)
+        .define(EMBEDDED_GC_PERCENT, Type.INT, EMBEDDED_GC_PERCENT_DEFAULT, Range.atLeast(1), Importance.LOW, EMBEDDED_GC_PERCENT_DOC)
+        .define(EMBEDDED_METRICS_LISTEN, Type.STRING, "", Importance.LOW, EMBEDDED_METRICS_LISTEN_DOC)
+        .define(EMBEDDED_START_TIMEOUT_MS, Type.LONG, EMBEDDED_START_TIMEOUT_MS_DEFAULT, Range.atLeast(1), Importance.LOW,
+            EMBEDDED_START_TIMEOUT_MS_DOC)
+        .define(EMBEDDED_LIVENESS_TIMEOUT_MS, Type.LONG, EMBEDDED_LIVENESS_TIMEOUT_MS_DEFAULT, Range.atLeast(1), Importance.LOW,
+            EMBEDDED_LIVENESS_TIMEOUT_MS_DOC)
+        .define(EMBEDDED_RESTART_BACKOFF_MAX_MS, Type.LONG, EMBEDDED_RESTART_BACKOFF_MAX_MS_DEFAULT, Range.atLeast(100), Importance.LOW,
+            EMBEDDED_RESTART_BACKOFF_MAX_MS_DOC)
         .define(CALL_TIMEOUT_MS, Type.LONG, CALL_TIMEOUT_MS_DEFAULT, Range.atLeast(1), Importance.MEDIUM, CALL_TIMEOUT_MS_DOC)
         .define(LIST_TIMEOUT_MS, Type.LONG, LIST_TIMEOUT_MS_DEFAULT, Range.atLeast(1), Importance.LOW, LIST_TIMEOUT_MS_DOC)
         .define(TLS_CA_FILE, Type.STRING, null, Importance.MEDIUM, TLS_CA_FILE_DOC)
@@ -58,6 +127,14 @@ public final class RlmmdConfig extends AbstractConfig {
 
     public RlmmdConfig(Map<String, ?> props) {
         super(CONFIG_DEF, props, false);
+        if (getString(TARGET) != null && getPassword(DATABASE_URL) != null) {
+            throw new ConfigException(PREFIX + DATABASE_URL + " and " + PREFIX + TARGET + " are both set: " + DATABASE_URL
+                + " runs rlmmd in the broker (the embedded mode), " + TARGET + " calls an rlmmd run apart (the sidecar "
+                + "mode); set one of them");
+        }
+        if (getPassword(DATABASE_URL) != null && getPassword(DATABASE_URL).value().isBlank()) {
+            throw new ConfigException(PREFIX + DATABASE_URL + " is empty: give a libpq URL or key/value string");
+        }
         if ((getString(TLS_CERT_FILE) == null) != (getString(TLS_KEY_FILE) == null)) {
             throw new ConfigException(TLS_CERT_FILE + " and " + TLS_KEY_FILE + " go together: set both or neither");
         }
@@ -66,8 +143,56 @@ public final class RlmmdConfig extends AbstractConfig {
         }
     }
 
+    /** The embedded mode: database.url set. */
+    public boolean embedded() {
+        return getPassword(DATABASE_URL) != null;
+    }
+
+    /** The sidecar's target: rlmmd.target, else its default. */
     public String target() {
-        return getString(TARGET);
+        String t = getString(TARGET);
+        return t == null ? TARGET_DEFAULT : t;
+    }
+
+    /** The database URL of the embedded mode, with its password: never log it. */
+    String databaseUrl() {
+        return getPassword(DATABASE_URL).value();
+    }
+
+    public boolean migrate() {
+        return getBoolean(DATABASE_MIGRATE);
+    }
+
+    public String embeddedDir() {
+        return getString(EMBEDDED_DIR);
+    }
+
+    public String embeddedBinary() {
+        return getString(EMBEDDED_BINARY);
+    }
+
+    public int memoryLimitMb() {
+        return getInt(EMBEDDED_MEMORY_LIMIT_MB);
+    }
+
+    public int gcPercent() {
+        return getInt(EMBEDDED_GC_PERCENT);
+    }
+
+    public String metricsListen() {
+        return getString(EMBEDDED_METRICS_LISTEN);
+    }
+
+    public long startTimeoutMs() {
+        return getLong(EMBEDDED_START_TIMEOUT_MS);
+    }
+
+    public long livenessTimeoutMs() {
+        return getLong(EMBEDDED_LIVENESS_TIMEOUT_MS);
+    }
+
+    public long restartBackoffMaxMs() {
+        return getLong(EMBEDDED_RESTART_BACKOFF_MAX_MS);
     }
 
     public long callTimeoutMs() {

@@ -86,6 +86,10 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     private volatile RlmmdConfig config;
     private volatile RlmmdChannel channel;
     private volatile RlmmdClient client;
+    /** What the log lines name as rlmmd: the sidecar's target, or the embedded child's socket. */
+    private volatile String target;
+    /** The child of the embedded mode; null in the sidecar mode. */
+    private volatile EmbeddedRlmmd embedded;
     /** Set when {@link RlmmdConfig#MIRROR_ENABLE} is on. */
     private volatile TopicMirror mirror;
 
@@ -106,6 +110,10 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
     @Override
     public void configure(Map<String, ?> configs) {
         RlmmdConfig cfg = new RlmmdConfig(configs);
+        if (cfg.embedded()) {
+            configureEmbedded(cfg, configs);
+            return;
+        }
         ChannelCredentials creds = credentials(cfg);
         // Building the channel does not connect: the first call does.
         RlmmdChannel rc;
@@ -124,6 +132,74 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             rc.close();
             throw e;
         }
+        openMirror(cfg, configs, rc);
+        this.config = cfg;
+        this.target = cfg.target();
+        this.channel = rc;
+        this.client = c;
+        log.info("remotestorage: metadata in rlmmd at {} (call deadline {} ms)", cfg.target(), cfg.callTimeoutMs());
+        warnUntestedLine();
+    }
+
+    /**
+     * The embedded mode: the plugin runs rlmmd as its child
+     * ({@link EmbeddedRlmmd}) and calls it on its unix socket. configure
+     * returns once the child serves or waits for the database; it fails
+     * when the child cannot start (no binary for the platform, an unusable
+     * directory, another version) or exits before serving (its error).
+     */
+    private void configureEmbedded(RlmmdConfig cfg, Map<String, ?> configs) {
+        if (cfg.tlsCaFile() != null || cfg.tlsCertFile() != null) {
+            throw new ConfigException(RlmmdConfig.PREFIX + RlmmdConfig.TLS_CA_FILE + " and the other rlmmd.tls.* keys are for the "
+                + "sidecar mode (" + RlmmdConfig.PREFIX + RlmmdConfig.TARGET + "); the embedded mode's rlmmd listens on a unix "
+                + "socket only the broker's user can reach");
+        }
+        Object brokerId = configs.get("broker.id");
+        EmbeddedRlmmd e = EmbeddedRlmmd.start(cfg, brokerId == null ? "unknown" : brokerId.toString());
+        RlmmdChannel rc;
+        try {
+            rc = RlmmdChannel.open(e.target(), InsecureChannelCredentials.create(), cfg.callTimeoutMs());
+        } catch (RuntimeException ex) {
+            e.close();
+            throw new ConfigException("remotestorage: the embedded rlmmd's socket " + e.target() + ": " + ex.getMessage()
+                + " (a unix socket needs Netty's native transport: Linux on x86_64 or aarch64)");
+        }
+        ManagedChannel ch = rc.channel();
+        RlmmdClient c = new RlmmdClient(ch, cfg.callTimeoutMs(), cfg.listTimeoutMs());
+        watchReconnections(ch, ch.getState(false), false);
+        e.liveness(() -> answers(c, cfg.livenessTimeoutMs()));
+        e.onServing(() -> {
+            // A new child knows no assignment, and the channel may be
+            // backing off from the socket the last one left.
+            reassign.set(true);
+            ch.resetConnectBackoff();
+        });
+        try {
+            openMirror(cfg, configs, rc);
+        } catch (RuntimeException ex) {
+            e.close();
+            throw ex;
+        }
+        this.config = cfg;
+        this.target = e.target() + " (embedded)";
+        this.embedded = e;
+        this.channel = rc;
+        this.client = c;
+        log.info("remotestorage: metadata in PostgreSQL through the embedded rlmmd on {} (call deadline {} ms)", e.target(), cfg.callTimeoutMs());
+        warnUntestedLine();
+    }
+
+    /** Whether rlmmd answers the probe within timeoutMs, with an answer or with an error of its own. */
+    private static boolean answers(RlmmdClient c, long timeoutMs) {
+        try {
+            c.call(timeoutMs).caughtUp(CaughtUpRequest.newBuilder().setTopicIdPartition(PROBE_TP).build());
+            return true;
+        } catch (StatusRuntimeException e) {
+            return detail(e).getKind() != ErrorKind.ERROR_KIND_UNSPECIFIED;
+        }
+    }
+
+    private void openMirror(RlmmdConfig cfg, Map<String, ?> configs, RlmmdChannel rc) {
         if (cfg.mirrorEnabled()) {
             try {
                 this.mirror = TopicMirror.open(configs);
@@ -132,10 +208,9 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
                 throw e;
             }
         }
-        this.config = cfg;
-        this.channel = rc;
-        this.client = c;
-        log.info("remotestorage: metadata in rlmmd at {} (call deadline {} ms)", cfg.target(), cfg.callTimeoutMs());
+    }
+
+    private static void warnUntestedLine() {
         String kafka = KafkaLines.running();
         if (!KafkaLines.tested(kafka)) {
             log.warn("remotestorage: this broker runs Kafka {}, outside the lines the plugin is tested on ({}); it loads and runs as on those",
@@ -194,6 +269,10 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         if (c == null) {
             throw new IllegalStateException("RlmmdRemoteLogMetadataManager used before configure()");
         }
+        EmbeddedRlmmd e = embedded;
+        if (e != null) {
+            e.requireServing();
+        }
         if (reassign.compareAndSet(true, false)) {
             resendAssignment(c);
         }
@@ -228,7 +307,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
                 reassign.set(true);
             } else {
                 log.info("remotestorage: rlmmd at {} connected again: sent the assignment of {} leaders and {} followers again",
-                    config.target(), leaders.size(), followers.size());
+                    target, leaders.size(), followers.size());
             }
         }
     }
@@ -399,7 +478,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
         try {
             boolean ready = rlmmd().call().caughtUp(CaughtUpRequest.newBuilder().setTopicIdPartition(Convert.tp(tp)).build()).getCaughtUp();
             if (reachable.compareAndSet(false, true)) {
-                log.info("remotestorage: rlmmd at {} answers again", config.target());
+                log.info("remotestorage: rlmmd at {} answers again", target);
             }
             if (!ready) {
                 synchronized (assignment) {
@@ -417,7 +496,7 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             }
             if (reachable.compareAndSet(true, false)) {
                 log.warn("remotestorage: rlmmd at {} cannot say whether {} is caught up; tiered storage pauses until it can: {}",
-                    config.target(), tp, brief(e));
+                    target, tp, brief(e));
             }
             return false;
         }
@@ -425,13 +504,23 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
 
     @Override
     public void onPartitionLeadershipChanges(Set<TopicIdPartition> leaderPartitions, Set<TopicIdPartition> followerPartitions) {
-        RlmmdClient c = rlmmd();
         synchronized (assignment) {
             for (TopicIdPartition tp : leaderPartitions) {
                 assigned.put(tp, true);
             }
             for (TopicIdPartition tp : followerPartitions) {
                 assigned.put(tp, false);
+            }
+            RlmmdClient c;
+            try {
+                c = rlmmd();
+            } catch (StatusRuntimeException e) {
+                // The embedded child does not serve: the next call after it
+                // is back sends the whole assignment.
+                reassign.set(true);
+                log.warn("remotestorage: the assignment of {} leaders and {} followers waits for rlmmd: {}",
+                    leaderPartitions.size(), followerPartitions.size(), brief(e));
+                return;
             }
             sendAssignment(c, leaderPartitions, followerPartitions);
         }
@@ -449,23 +538,22 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             // isReady, or the next call after a reconnection, assigns them
             // again: until then they are not ready.
             log.warn("remotestorage: rlmmd at {} did not take the assignment of {} leaders and {} followers; it is sent again later: {}",
-                config.target(), leaders.size(), followers.size(), brief(e));
+                target, leaders.size(), followers.size(), brief(e));
             return false;
         }
     }
 
     @Override
     public void onStopPartitions(Set<TopicIdPartition> partitions) {
-        RlmmdClient c = rlmmd();
         OnStopPartitionsRequest.Builder b = OnStopPartitionsRequest.newBuilder();
         partitions.forEach(tp -> b.addPartitions(Convert.tp(tp)));
         synchronized (assignment) {
             partitions.forEach(assigned::remove);
             try {
-                c.call().onStopPartitions(b.build());
+                rlmmd().call().onStopPartitions(b.build());
             } catch (StatusRuntimeException e) {
                 log.warn("remotestorage: rlmmd at {} did not take the stop of {} partitions: {}",
-                    config.target(), partitions.size(), brief(e));
+                    target, partitions.size(), brief(e));
             }
         }
     }
@@ -485,11 +573,20 @@ public class RlmmdRemoteLogMetadataManager implements RemoteLogMetadataManager {
             mi.close();
         }
         RlmmdChannel ch = channel;
-        if (ch == null) {
-            return;
-        }
         channel = null;
-        ch.close();
+        if (ch != null) {
+            ch.close();
+        }
+        EmbeddedRlmmd e = embedded;
+        embedded = null;
+        if (e != null) {
+            e.close();
+        }
+    }
+
+    /** The embedded mode's child; null in the sidecar mode. For tests. */
+    EmbeddedRlmmd embeddedRlmmd() {
+        return embedded;
     }
 
     /**
