@@ -234,15 +234,17 @@ rlmmd: ## Build rlmmd, the gRPC service (bin/rlmmd).
 KAFKA_JAR := kafka/target/remotestorage-kafka-0.1.0.jar
 
 .PHONY: kafka
-kafka: ## Build the Kafka plugin's shaded jar (kafka/target/remotestorage-kafka-0.1.0.jar); its tests run in kafka-e2e.
+kafka: ## Build the Kafka plugin's shaded jar (kafka/target/remotestorage-kafka-0.1.0.jar) with rlmmd for linux/amd64 and linux/arm64 inside; its tests run in kafka-e2e.
 	cd kafka && $(MVN) package
 
 .PHONY: kafka-e2e
-kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin, rlmmd and a throwaway PostgreSQL, end to end, and the import from Kafka's topic-based manager (~8 min; Maven fetches Kafka).
+kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin in the embedded mode and a throwaway PostgreSQL, end to end, the import from Kafka's topic-based manager, then the end-to-end steps again in the sidecar mode (~12 min; Maven fetches Kafka).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Drlmm.e2e.mode=sidecar \
+		-Dit.test=KafkaTieredStorageIT -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -Dfailsafe.failIfNoSpecifiedTests=false
 
 # `make kafka-roll`: the rolling switch from Kafka's topic-based manager onto
 # the plugin and back, on three brokers (RollingSwitchIT); kafka-e2e runs it

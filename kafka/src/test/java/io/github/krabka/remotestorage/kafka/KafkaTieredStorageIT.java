@@ -52,7 +52,10 @@ import org.junit.jupiter.api.TestMethodOrder;
  * Apache Kafka 4.4 brokers (KRaft, in process) with tiered storage on,
  * this plugin as their RemoteLogMetadataManager loaded from the shaded jar
  * the way an operator deploys it (remote.log.metadata.manager.class.path:
- * child first), one rlmmd per broker and one PostgreSQL for both. The
+ * child first), in the embedded mode (each broker's plugin runs its own
+ * rlmmd, given only rlmm.config.database.url) or, with
+ * -Drlmm.e2e.mode=sidecar, with one rlmmd process per broker; one
+ * PostgreSQL for both brokers. The
  * assertions read the database and what consumers get.
  *
  * <p>The steps share one cluster and one topic and run in order: each one
@@ -82,12 +85,13 @@ class KafkaTieredStorageIT {
         pg = new Fixture.Postgres();
         dsn = pg.database("kafka");
         remoteDir = Files.createTempDirectory("rlmm-remote");
-        Map<Integer, Map<String, String>> perServer = TieredBrokers.rlmmdPerBroker(dsn, 2, rlmmds);
+        Map<Integer, Map<String, String>> perServer = TieredBrokers.pluginPerBroker(dsn, 2, rlmmds);
         Path jar = TieredBrokers.pluginJar();
         Map<String, String> config = TieredBrokers.fastTiering(remoteDir);
         config.put("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName());
         config.put("remote.log.metadata.manager.class.path", jar.toString());
         config.put("rlmm.config." + RlmmdConfig.CALL_TIMEOUT_MS, "2000");
+        config.put("rlmm.config." + RlmmdConfig.EMBEDDED_LIVENESS_TIMEOUT_MS, "1000");
         cluster = KitCluster.start(false, 1, 2, perServer, config);
         admin = Admin.create(Map.<String, Object>of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers())); // KafkaClusterTestKit.admin() is 4.3 on
         Map<String, String> topicConfig = TieredBrokers.fastTieredTopic(SEGMENT_BYTES);
@@ -321,27 +325,47 @@ class KafkaTieredStorageIT {
         assertEquals(before, uploads(), why);
     }
 
-    /** rlmmd down: isReady is false, copies pause; back: copying resumes where it stopped, nothing lost. */
+    /**
+     * rlmmd down: isReady is false, copies pause; back: copying resumes where
+     * it stopped, nothing lost. The sidecar's rlmmd is stopped and started;
+     * the embedded child is frozen (SIGSTOP), then killed by the plugin's
+     * liveness check, which starts another.
+     */
     @Test
     @Order(3)
     void rlmmdDown() throws Exception {
         int leader = leader();
-        Fixture.Rlmmd r = rlmmds.get(leader);
         long before = copiedUpTo();
         faultInjected = true;
-        r.stop();
-        produce(BATCH);
-        assertNoUploadFor(Duration.ofSeconds(3), "no upload while the leader's rlmmd is down");
-        r.start();
+        if (TieredBrokers.sidecar()) {
+            Fixture.Rlmmd r = rlmmds.get(leader);
+            r.stop();
+            produce(BATCH);
+            assertNoUploadFor(Duration.ofSeconds(3), "no upload while the leader's rlmmd is down");
+            r.start();
+        } else {
+            long pid = TieredBrokers.childPid(leader);
+            assertTrue(pid > 0, "the leader's embedded rlmmd runs");
+            Process stop = new ProcessBuilder("kill", "-STOP", String.valueOf(pid)).inheritIO().start();
+            assertEquals(0, stop.waitFor());
+            produce(BATCH);
+            assertNoUploadFor(Duration.ofSeconds(1), "no upload while the leader's rlmmd is frozen");
+            Fixture.await("the frozen child replaced", () -> {
+                long now = TieredBrokers.childPid(leader);
+                return now > 0 && now != pid;
+            });
+            assertTrue(ProcessHandle.of(pid).isEmpty() || !ProcessHandle.of(pid).get().isAlive(), "the frozen child was killed");
+        }
         Fixture.await("copying resumes", () -> copiedUpTo() > before);
         assertContiguous(0);
         consumeAll(0);
     }
 
     /** A plugin of the test's own, beside the brokers', to ask an rlmmd whether it caught up. */
-    static RlmmdRemoteLogMetadataManager probe(String target) {
+    static RlmmdRemoteLogMetadataManager probe(int broker) {
         RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager();
-        m.configure(Map.of(RlmmdConfig.TARGET, target, RlmmdConfig.CALL_TIMEOUT_MS, "2000", "broker.id", "99"));
+        m.configure(Map.of(TieredBrokers.sidecar() ? RlmmdConfig.TARGET : RlmmdConfig.DATABASE_URL,
+            TieredBrokers.sidecar() ? rlmmds.get(broker).target() : dsn, RlmmdConfig.CALL_TIMEOUT_MS, "2000", "broker.id", "99"));
         return m;
     }
 
@@ -352,7 +376,7 @@ class KafkaTieredStorageIT {
         int leader = leader();
         long before = copiedUpTo();
         org.apache.kafka.common.TopicIdPartition tip = new org.apache.kafka.common.TopicIdPartition(topicId, TP);
-        try (RlmmdRemoteLogMetadataManager probe = probe(rlmmds.get(leader).target())) {
+        try (RlmmdRemoteLogMetadataManager probe = probe(leader)) {
             Fixture.await("the leader's rlmmd caught up", () -> probe.isReady(tip));
             faultInjected = true;
             pg.stop();

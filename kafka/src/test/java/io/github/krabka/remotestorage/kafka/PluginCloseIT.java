@@ -171,4 +171,32 @@ class PluginCloseIT {
             System.out.println("close with rlmmd down: " + tookMs + " ms");
         }
     }
+
+    /**
+     * The embedded mode: after close() returns, no thread of the plugin runs
+     * and its rlmmd has exited. The JDK's "process reaper" threads are not
+     * the plugin's: the JDK keeps one a minute after any child process of
+     * the JVM ended, whoever started it.
+     */
+    @Test
+    void embeddedCloseLeavesNoThreadAndNoChild() throws Exception {
+        Set<Thread> before = liveThreads();
+        RemoteLogMetadataManager m = load();
+        m.configure(Map.of(RlmmdConfig.DATABASE_URL, dsn, RlmmdConfig.CALL_TIMEOUT_MS, "5000", "broker.id", "1"));
+        TopicIdPartition tp = new TopicIdPartition(Uuid.randomUuid(), 0, "close-it-embedded");
+        m.onPartitionLeadershipChanges(Set.of(tp), Set.of());
+        m.addRemoteLogSegmentMetadata(segment(tp, 0, 99)).get();
+        long child = TieredBrokers.childPid(1);
+        assertTrue(child > 0, "the plugin runs its rlmmd");
+
+        long start = System.nanoTime();
+        m.close();
+        long tookMs = (System.nanoTime() - start) / 1_000_000;
+
+        List<String> started = new ArrayList<>(startedSince(before));
+        started.removeIf(name -> name.startsWith("process reaper"));
+        assertEquals(List.of(), started, "threads the plugin started, still running after close() returned");
+        assertFalse(ProcessHandle.of(child).map(ProcessHandle::isAlive).orElse(false), "the child still runs after close() returned");
+        System.out.println("embedded close: " + tookMs + " ms");
+    }
 }

@@ -117,7 +117,12 @@ class RollingSwitchIT {
         dsn = pg.database("roll");
         remoteDir = Files.createTempDirectory("rlmm-roll");
         jar = TieredBrokers.pluginJar();
-        Map<Integer, Map<String, String>> perServer = TieredBrokers.rlmmdPerBroker(dsn, BROKERS, rlmmds);
+        // The brokers' plugin in the suites' mode (embedded by default); the
+        // import and verify call an rlmmd of their own (rlmmds' first).
+        Map<Integer, Map<String, String>> perServer = TieredBrokers.pluginPerBroker(dsn, BROKERS, rlmmds);
+        if (!TieredBrokers.sidecar()) {
+            rlmmds.put(0, new Fixture.Rlmmd(dsn).start());
+        }
         Map<String, String> config = TieredBrokers.fastTiering(remoteDir);
         config.put("remote.log.metadata.manager.class.name", TBRLMM);
         // TBRLMM's settings; the plugin's mirror reads the same ones.

@@ -43,6 +43,48 @@ final class TieredBrokers {
             "retention.ms", "-1");
     }
 
+    /**
+     * The mode the suites give the brokers' plugin: the embedded mode by
+     * default (rlmm.config.database.url alone), the sidecar mode with
+     * -Drlmm.e2e.mode=sidecar (one rlmmd process per broker, named by
+     * rlmm.config.rlmmd.target).
+     */
+    static boolean sidecar() {
+        String mode = System.getProperty("rlmm.e2e.mode", "embedded");
+        if (!mode.equals("embedded") && !mode.equals("sidecar")) {
+            throw new IllegalArgumentException("rlmm.e2e.mode " + mode + ": want embedded or sidecar");
+        }
+        return mode.equals("sidecar");
+    }
+
+    /**
+     * Each broker's plugin properties in the suites' mode: the database URL
+     * (embedded), or an rlmmd started on `dsn` for each broker id into
+     * `rlmmds` (sidecar).
+     */
+    static Map<Integer, Map<String, String>> pluginPerBroker(String dsn, int brokers, Map<Integer, Fixture.Rlmmd> rlmmds)
+        throws IOException, InterruptedException {
+        if (sidecar()) {
+            return rlmmdPerBroker(dsn, brokers, rlmmds);
+        }
+        Map<Integer, Map<String, String>> perServer = new HashMap<>();
+        for (int b = 0; b < brokers; b++) {
+            perServer.put(b, Map.of("rlmm.config." + RlmmdConfig.DATABASE_URL, dsn));
+        }
+        return perServer;
+    }
+
+    /** The process id of the embedded rlmmd of broker `id`, from its JMX bean; -1 when none runs. */
+    static long childPid(int id) {
+        try {
+            javax.management.ObjectName name = new javax.management.ObjectName(
+                "io.github.krabka.remotestorage:type=EmbeddedRlmmd,broker=" + javax.management.ObjectName.quote(String.valueOf(id)));
+            return (Long) java.lang.management.ManagementFactory.getPlatformMBeanServer().getAttribute(name, "Pid");
+        } catch (javax.management.JMException e) {
+            throw new AssertionError("the embedded rlmmd's bean of broker " + id + ": " + e, e);
+        }
+    }
+
     /** Starts an rlmmd on `dsn` for each broker id into `rlmmds`; the per-broker properties naming it. */
     static Map<Integer, Map<String, String>> rlmmdPerBroker(String dsn, int brokers, Map<Integer, Fixture.Rlmmd> rlmmds)
         throws IOException, InterruptedException {

@@ -59,8 +59,14 @@ final class KitCluster implements AutoCloseable {
         throw new AssertionError("Kafka 3.9's test kit cannot restart a broker (the 4.x kits can: see src/testkit)");
     }
 
+    private boolean closed;
+
+    /** Shuts the cluster down; a second call does nothing. */
     @Override
-    public void close() throws Exception {
-        kit.close();
+    public synchronized void close() throws Exception {
+        if (!closed) {
+            closed = true;
+            kit.close();
+        }
     }
 }

@@ -126,8 +126,14 @@ final class KitCluster implements AutoCloseable {
         }
     }
 
+    private boolean closed;
+
+    /** Shuts the cluster down; a second call does nothing. */
     @Override
-    public void close() throws Exception {
-        kit.close();
+    public synchronized void close() throws Exception {
+        if (!closed) {
+            closed = true;
+            kit.close();
+        }
     }
 }

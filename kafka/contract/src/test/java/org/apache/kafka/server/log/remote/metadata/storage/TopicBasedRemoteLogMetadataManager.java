@@ -32,7 +32,7 @@ import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
  * <p>Every call of the RemoteLogMetadataManager interface goes to the plugin,
  * {@code RlmmdRemoteLogMetadataManager}, loaded child first from its shaded
  * jar as a broker loads it (remote.log.metadata.manager.class.path), and
- * configured for an rlmmd of its own on a fresh database of one throwaway
+ * configured in its embedded mode (it runs an rlmmd of its own) on a fresh database of one throwaway
  * PostgreSQL. Every answer the tests check comes from the plugin.
  *
  * <p>The one thing kept of the topic-based manager: its consumer hands every
@@ -48,7 +48,6 @@ public class TopicBasedRemoteLogMetadataManager implements RemoteLogMetadataMana
 
     private final Supplier<RemotePartitionMetadataStore> storeSupplier;
     private volatile RemotePartitionMetadataStore store;
-    private volatile Fixture.Rlmmd rlmmd;
     private volatile RemoteLogMetadataManager plugin;
 
     public TopicBasedRemoteLogMetadataManager() {
@@ -99,18 +98,15 @@ public class TopicBasedRemoteLogMetadataManager implements RemoteLogMetadataMana
         }
         try {
             String dsn = postgres().database("contract_" + DATABASES.incrementAndGet());
-            rlmmd = new Fixture.Rlmmd(dsn).start();
             ClassLoader loader = new ChildFirstClassLoader(jar.toString(), getClass().getClassLoader());
             RemoteLogMetadataManager p = (RemoteLogMetadataManager) loader.loadClass(PLUGIN_CLASS).getDeclaredConstructor().newInstance();
             Map<String, Object> pluginConfigs = new HashMap<>(configs);
-            pluginConfigs.put("rlmmd.target", rlmmd.target());
+            // The embedded mode: the plugin runs its own rlmmd on the database.
+            pluginConfigs.put("database.url", dsn);
             p.configure(pluginConfigs);
             plugin = p;
         } catch (IOException | ReflectiveOperationException e) {
-            throw new KafkaException("start rlmmd and load the plugin from " + jar, e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new KafkaException("interrupted while starting rlmmd", e);
+            throw new KafkaException("load the plugin from " + jar, e);
         }
         store = storeSupplier.get();
     }
@@ -237,7 +233,7 @@ public class TopicBasedRemoteLogMetadataManager implements RemoteLogMetadataMana
     }
 
     /**
-     * Closes the plugin, then stops rlmmd. Nothing waits here for the
+     * Closes the plugin, which stops its rlmmd. Nothing waits here for the
      * plugin's threads: its close returns once they have ended, and Kafka's
      * tests check right after that no thread outlives the test.
      */
@@ -247,11 +243,6 @@ public class TopicBasedRemoteLogMetadataManager implements RemoteLogMetadataMana
             if (plugin != null) {
                 plugin.close();
             }
-            if (rlmmd != null) {
-                rlmmd.close();
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         } finally {
             if (store != null) {
                 store.close();
