@@ -269,17 +269,18 @@ kafka-import-bench: pg-user ## The import's and verify's throughput on a metadat
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=TbrlmmImportBench -Dfailsafe.failIfNoSpecifiedTests=false
 
-# `make kafka-readiness-bench H=100000,1000000,10000000`: one broker's
+# `make kafka-readiness-bench H=100000,1000000,10000000 LIVE=40000`: one broker's
 # time to ready after a restart with TBRLMM and with the plugin, at each
 # history size H (docs/BENCHMARKS.md). The plot goes to READINESS_SVG, each
 # result line to kafka/target/readiness.txt too.
 H ?= 100000,1000000,10000000
+LIVE ?= 40000
 READINESS_SVG ?= $(CURDIR)/docs/readiness.svg
 .PHONY: kafka-readiness-bench
 kafka-readiness-bench: pg-user ## Restart readiness (isReady, first remote fetch) and metadata memory, TBRLMM against the plugin, at history sizes H, the live set fixed (~15 min at the default H).
 	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
-	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=ReadinessBench -Dfailsafe.failIfNoSpecifiedTests=false -Dbench.records=$(H) -Dbench.svg=$(READINESS_SVG)
+	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=ReadinessBench -Dfailsafe.failIfNoSpecifiedTests=false -Dbench.records=$(H) -Dbench.live=$(LIVE) -Dbench.svg=$(READINESS_SVG)
 
 # `make kafka-matrix`: the end-to-end suite's brokers on the newest patch of
 # each Kafka line from 3.9, all loading the one plugin jar built against

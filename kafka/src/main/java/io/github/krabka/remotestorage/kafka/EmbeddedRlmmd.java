@@ -535,6 +535,7 @@ final class EmbeddedRlmmd implements AutoCloseable, EmbeddedRlmmdMXBean {
                 if (isClosed()) {
                     return;
                 }
+                awaitOutput();
                 exitDescription = "exited with code " + p.exitValue();
                 if (!firstOutcome.isDone()) {
                     // The first child died before serving or waiting for the
@@ -558,6 +559,18 @@ final class EmbeddedRlmmd implements AutoCloseable, EmbeddedRlmmdMXBean {
             }
             restarts.incrementAndGet();
             backoff = Math.min(2 * backoff, cfg.restartBackoffMaxMs());
+        }
+    }
+
+    /** Waits a little for the exited child's last lines to be read: its error is in them. */
+    private void awaitOutput() {
+        Thread r = reader;
+        if (r != null) {
+            try {
+                r.join(STOP_WAIT_MS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 

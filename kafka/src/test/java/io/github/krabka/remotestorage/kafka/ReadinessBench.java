@@ -59,9 +59,10 @@ import org.junit.jupiter.api.Test;
  * the time until a consumer gets probe-0's offset 0, which only the remote
  * tier holds, and the remote fetches of it that failed until then (the broker's RemoteFetchErrorsPerSec:
  * TBRLMM answers ReplicaNotAvailableException until it has replayed); the memory the metadata holds (heap used after GC against
- * the heap before the records were written; for the plugin, rlmmd's
- * VmRSS added, and beside it the VmRSS of another rlmmd on the same
- * database that holds no partition). The live set is checked through TBRLMM after its restart,
+ * the heap before the records were written; for the plugin, in the
+ * embedded mode, its child's VmRSS and RssAnon added, and beside them
+ * those of another embedded plugin's child on the same database that
+ * holds no partition). The live set is checked through TBRLMM after its restart,
  * and in the store before the plugin's. The user partitions hold no
  * records: a remote log task that runs once the RLMM is ready finds the
  * segments beyond the log's end and starts deleting one of each
@@ -75,7 +76,7 @@ class ReadinessBench {
 
     /** One history size's figures. */
     record Result(long records, long live, int partitions, double writeS, Restart tbrlmm, long tbrlmmHeap, double importS,
-                  long importWrites, Restart plugin, long pluginHeap, long rlmmdRss, long idleRlmmdRss) {
+                  long importWrites, Restart plugin, long pluginHeap, long rlmmdRss, long idleRlmmdRss, long rlmmdAnon, long idleRlmmdAnon) {
     }
 
     /** A restart's figures: seconds to isReady and to the first remote fetch after its return, the failed remote fetches, its own seconds. */
@@ -167,25 +168,30 @@ class ReadinessBench {
                 m.configure(Map.of(RlmmdConfig.TARGET, rlmmd.target(), "broker.id", "1"));
                 assertEquals((long) live * partitions, liveSegments(m, tps), "live segments in the store");
             }
+            // The plugin in the embedded mode: its child's memory is the broker host's cost of the metadata.
             Restart pl = restart(cluster, tps, Map.of("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName(),
-                "rlmm.config." + RlmmdConfig.TARGET, rlmmd.target()));
+                "rlmm.config." + RlmmdConfig.DATABASE_URL, rlmmd.dsn));
             long plHeap = heapAfterGc() - heap0;
-            long rss = vmRss(rlmmd.pid());
-            // rlmmd's own share: another on the same database, serving, holding no partition.
+            long child = TieredBrokers.childPid(0);
+            long rss = status(child, "VmRSS:");
+            long anon = status(child, "RssAnon:");
+            // The child's own share: another embedded plugin's child on the same database, serving, holding no partition.
             long idleRss;
-            try (Fixture.Rlmmd idle = new Fixture.Rlmmd(rlmmd.dsn).start();
-                 RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager()) {
-                m.configure(Map.of(RlmmdConfig.TARGET, idle.target(), "broker.id", "1"));
+            long idleAnon;
+            try (RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager()) {
+                m.configure(Map.of(RlmmdConfig.DATABASE_URL, rlmmd.dsn, "broker.id", "idle"));
                 m.remoteLogSegmentMetadata(tps.get(0), 0, 0);
-                idleRss = vmRss(idle.pid());
+                long idle = m.embeddedRlmmd().getPid();
+                idleRss = status(idle, "VmRSS:");
+                idleAnon = status(idle, "RssAnon:");
             }
-            Result r = new Result(records, (long) live * partitions, partitions, writeS, tb, tbHeap, importS, tool.applied(), pl, plHeap, rss, idleRss);
+            Result r = new Result(records, (long) live * partitions, partitions, writeS, tb, tbHeap, importS, tool.applied(), pl, plHeap, rss, idleRss, anon, idleAnon);
             String line = String.format(Locale.ROOT, "ReadinessBench: H=%d records (%d user partitions, %d live segments), written in %.1f s; "
                     + "TBRLMM ready %.2f s, first remote fetch %.2f s (%d failed remote fetches), after the restart returned (restart %.2f s), "
                     + "heap %+.1f MB; import %.1f s (%.0f records/s, %d writes, --parallelism 8%s); plugin ready %.3f s, first remote fetch "
-                    + "%.3f s (%d failed remote fetches) after the restart returned (restart %.2f s), heap %+.1f MB, rlmmd VmRSS %.1f MB (%.1f MB holding no partition)%n",
+                    + "%.3f s (%d failed remote fetches) after the restart returned (restart %.2f s), heap %+.1f MB, the child's VmRSS %.1f MB, RssAnon %.1f MB (%.1f and %.1f MB holding no partition)%n",
                 records, partitions, r.live, writeS, tb.readyS, tb.fetchS, tb.fetchErrors, tb.restartS, tbHeap / 1e6, importS, records / importS,
-                tool.applied(), skipDeleted ? ", --skip-deleted" : "", pl.readyS, pl.fetchS, pl.fetchErrors, pl.restartS, plHeap / 1e6, rss / 1e6, idleRss / 1e6);
+                tool.applied(), skipDeleted ? ", --skip-deleted" : "", pl.readyS, pl.fetchS, pl.fetchErrors, pl.restartS, plHeap / 1e6, rss / 1e6, anon / 1e6, idleRss / 1e6, idleAnon / 1e6);
             System.out.println(line);
             // Also in a file: the broker's log can outrun the test's output.
             Files.writeString(Path.of("target/readiness.txt"), line + " load " + Files.readString(Path.of("/proc/loadavg")),
@@ -367,13 +373,14 @@ class ReadinessBench {
         return ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
     }
 
-    static long vmRss(long pid) throws IOException {
+    /** A size field of /proc/PID/status (VmRSS:, RssAnon:), in bytes. */
+    static long status(long pid, String field) throws IOException {
         for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
-            if (line.startsWith("VmRSS:")) {
+            if (line.startsWith(field)) {
                 return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
             }
         }
-        throw new IOException("no VmRSS in /proc/" + pid + "/status");
+        throw new IOException("no " + field + " in /proc/" + pid + "/status");
     }
 
     /** Time to ready against H, both managers, log-log. */
