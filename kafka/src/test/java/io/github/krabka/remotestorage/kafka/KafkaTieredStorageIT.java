@@ -361,7 +361,11 @@ class KafkaTieredStorageIT {
         consumeAll(0);
     }
 
-    /** A plugin of the test's own, beside the brokers', to ask an rlmmd whether it caught up. */
+    /**
+     * A plugin of the test's own, beside the brokers', to ask an rlmmd
+     * whether it caught up: the leader's rlmmd (sidecar), or an embedded
+     * child of its own on the same database.
+     */
     static RlmmdRemoteLogMetadataManager probe(int broker) {
         RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager();
         m.configure(Map.of(TieredBrokers.sidecar() ? RlmmdConfig.TARGET : RlmmdConfig.DATABASE_URL,
@@ -377,6 +381,10 @@ class KafkaTieredStorageIT {
         long before = copiedUpTo();
         org.apache.kafka.common.TopicIdPartition tip = new org.apache.kafka.common.TopicIdPartition(topicId, TP);
         try (RlmmdRemoteLogMetadataManager probe = probe(leader)) {
+            if (!TieredBrokers.sidecar()) {
+                // The probe's own child: it consumes the partition once assigned.
+                probe.onPartitionLeadershipChanges(Set.of(), Set.of(tip));
+            }
             Fixture.await("the leader's rlmmd caught up", () -> probe.isReady(tip));
             faultInjected = true;
             pg.stop();
