@@ -53,7 +53,7 @@ func TestStopAtEOF(t *testing.T) {
 	t.Parallel()
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	ctx := stopAtEOF(context.Background(), r, slog.New(slog.DiscardHandler))
 	_, err = w.Write([]byte("anything the parent writes is read and ignored\n"))
 	require.NoError(t, err)
