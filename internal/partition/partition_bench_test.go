@@ -21,7 +21,7 @@ func BenchmarkLookup(b *testing.B) {
 	i := int64(0)
 	for b.Loop() {
 		i = (i + 7919) % 100_000
-		if p.Lookup(int32(i/10_000), i) == nil {
+		if _, ok := p.Lookup(int32(i/10_000), i); !ok {
 			b.Fatal("the lookup missed")
 		}
 	}
