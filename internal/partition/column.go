@@ -103,6 +103,14 @@ func (c *column) push(v int64) {
 	c.set(int32(len(c.narrow)-1), v)
 }
 
+// len is the number of values.
+func (c *column) len() int {
+	if c.wide != nil {
+		return len(c.wide)
+	}
+	return len(c.narrow)
+}
+
 // move copies the value at src to dst.
 func (c *column) move(dst, src int32) {
 	if c.wide != nil {

@@ -10,8 +10,9 @@
 // field, indexed by the segment's position, without pointers (the
 // collector does not scan them), the seven int64 fields in 4 bytes while
 // they fit (column); the epoch maps of all segments in shared columns; the
-// TopicIDPartition once, and the custom metadata (usually absent) in side
-// maps; the index as positions; ids found through an open-addressing table
+// TopicIDPartition once (a side map holds the segments that name the
+// partition otherwise); custom metadata in one array of bytes, with a
+// column of offsets that exists only once a segment has some; the index as positions; ids found through an open-addressing table
 // of positions (idTable). Queries answer with a Ref, which reads a segment
 // where it lies: a lookup allocates nothing.
 //
@@ -22,7 +23,9 @@
 package partition
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/binary"
 	"iter"
 	"slices"
 	"sync"
@@ -43,7 +46,6 @@ const (
 // The bits of a position's flags.
 const (
 	flagTxnIndexEmpty uint8 = 1 << iota
-	flagCustom              // its custom metadata is in custom
 	flagOwnTP               // it names the partition otherwise than tp: ownTP holds how
 	flagRemoved             // forgotten: the position is garbage until compact
 )
@@ -73,9 +75,15 @@ type Partition struct {
 	epochSeg   []int32 // the entry's position
 	dropped    int     // entries with epochSeg -1
 
-	byID   idTable
-	custom map[uuid.UUID][]byte           // the segments with custom metadata
-	ownTP  map[uuid.UUID]TopicIDPartition // the segments that name the partition otherwise than tp
+	// Custom metadata: each segment's as its uvarint length then its
+	// bytes, in customs; customAt holds a position's offset in customs + 1
+	// (0: none) and is empty while no segment has had any.
+	customs       []byte
+	customAt      column
+	customDropped int // bytes of customs that no position points at
+
+	byID  idTable
+	ownTP map[uuid.UUID]TopicIDPartition // the segments that name the partition otherwise than tp
 
 	epochEnds map[int32]int64 // EpochEndOffset's high-water marks (RaiseEpochEnds)
 
@@ -146,8 +154,7 @@ func (p *Partition) columns() [7]*column {
 	return [7]*column{&p.start, &p.end, &p.maxTimestamp, &p.eventTimestamp, &p.added, &p.finished, &p.last}
 }
 
-// Store stores s, replacing what the partition held of its id. The
-// partition keeps s.CustomMetadata's bytes, not a copy.
+// Store stores a copy of s, replacing what the partition held of its id.
 func (p *Partition) Store(s *Segment) {
 	p.index = nil
 	if !p.named {
@@ -165,6 +172,9 @@ func (p *Partition) Store(s *Segment) {
 		p.state = append(p.state, 0)
 		p.flags = append(p.flags, 0)
 		p.epochAt = append(p.epochAt, 0)
+		if p.customAt.len() > 0 {
+			p.customAt.push(0)
+		}
 		p.storeEpochs(pos, s.Epochs)
 		p.byID.insert(p.ids, pos)
 	} else if !p.sameEpochs(pos, s.Epochs) {
@@ -183,15 +193,7 @@ func (p *Partition) Store(s *Segment) {
 	if s.TxnIndexEmpty {
 		flags |= flagTxnIndexEmpty
 	}
-	if s.CustomMetadata != nil {
-		if p.custom == nil {
-			p.custom = make(map[uuid.UUID][]byte)
-		}
-		p.custom[s.ID] = s.CustomMetadata
-		flags |= flagCustom
-	} else if p.flags[pos]&flagCustom != 0 {
-		delete(p.custom, s.ID)
-	}
+	p.setCustom(pos, s.CustomMetadata)
 	if s.TP != p.tp {
 		if p.ownTP == nil {
 			p.ownTP = make(map[uuid.UUID]TopicIDPartition)
@@ -256,17 +258,69 @@ func (p *Partition) Remove(id uuid.UUID) {
 	p.index = nil
 	p.byID.remove(p.ids, id)
 	p.dropEpochs(pos)
-	delete(p.custom, id)
+	p.dropCustom(pos)
 	delete(p.ownTP, id)
 	p.flags[pos] = flagRemoved
 	p.removed++
 	p.compactIfSparse()
 }
 
-// compactIfSparse compacts once a quarter of the positions, or of the
-// epoch entries, are garbage: each write costs O(1) amortized.
+// customOf returns the custom metadata of position pos, in place; nil:
+// none.
+func (p *Partition) customOf(pos int32) []byte {
+	if p.customAt.len() == 0 {
+		return nil
+	}
+	at := p.customAt.get(pos)
+	if at == 0 {
+		return nil
+	}
+	n, k := binary.Uvarint(p.customs[at-1:])
+	first := int(at-1) + k
+	return p.customs[first : first+int(n) : first+int(n)]
+}
+
+// setCustom makes b (nil: none) the custom metadata of position pos, a
+// copy of it; the same bytes again leave it as it is.
+func (p *Partition) setCustom(pos int32, b []byte) {
+	if old := p.customOf(pos); (old == nil) == (b == nil) && bytes.Equal(old, b) {
+		return
+	}
+	p.dropCustom(pos)
+	if b == nil {
+		return
+	}
+	if p.customAt.len() == 0 {
+		p.customAt.grow(cap(p.ids))
+		for range p.ids {
+			p.customAt.push(0)
+		}
+	}
+	at := len(p.customs) + 1
+	p.customs = binary.AppendUvarint(p.customs, uint64(len(b)))
+	p.customs = append(p.customs, b...)
+	p.customAt.set(pos, int64(at))
+}
+
+// dropCustom takes the custom metadata of position pos, whose bytes stay
+// in customs until compact.
+func (p *Partition) dropCustom(pos int32) {
+	if p.customAt.len() == 0 {
+		return
+	}
+	if at := p.customAt.get(pos); at != 0 {
+		n, k := binary.Uvarint(p.customs[at-1:])
+		p.customDropped += k + int(n)
+		p.customAt.set(pos, 0)
+	}
+}
+
+// compactIfSparse compacts once a quarter of the positions or of the epoch
+// entries are garbage, or more bytes of custom metadata than there are
+// positions and live bytes: each write costs O(1) amortized.
 func (p *Partition) compactIfSparse() {
-	if 4*p.removed > len(p.ids) || 4*p.dropped > len(p.epochSeg) {
+	if 4*p.removed > len(p.ids) || 4*p.dropped > len(p.epochSeg) ||
+		p.customDropped > max(len(p.ids), len(p.customs)-p.customDropped) {
 		p.compact()
 	}
 }
@@ -277,6 +331,10 @@ func (p *Partition) compact() {
 	p.index = nil
 	epochs := len(p.epochSeg) - p.dropped
 	epochStart, epochNum, epochSeg := make([]int64, 0, epochs), make([]int32, 0, epochs), make([]int32, 0, epochs)
+	var customs []byte
+	if p.customAt.len() > 0 {
+		customs = make([]byte, 0, len(p.customs)-p.customDropped)
+	}
 	n := int32(0)
 	for pos := range int32(len(p.ids)) {
 		if p.flags[pos]&flagRemoved != 0 {
@@ -294,6 +352,15 @@ func (p *Partition) compact() {
 		for range end - first {
 			epochSeg = append(epochSeg, n)
 		}
+		if p.customAt.len() > 0 {
+			at := int64(0)
+			if b := p.customOf(pos); b != nil {
+				at = int64(len(customs)) + 1
+				customs = binary.AppendUvarint(customs, uint64(len(b)))
+				customs = append(customs, b...)
+			}
+			p.customAt.set(n, at)
+		}
 		n++
 	}
 	p.ids = shrink(p.ids[:n])
@@ -303,6 +370,13 @@ func (p *Partition) compact() {
 	p.brokerID, p.sizeInBytes = shrink(p.brokerID[:n]), shrink(p.sizeInBytes[:n])
 	p.state, p.flags, p.epochAt = shrink(p.state[:n]), shrink(p.flags[:n]), shrink(p.epochAt[:n])
 	p.epochStart, p.epochNum, p.epochSeg = epochStart, epochNum, epochSeg
+	if p.customAt.len() > 0 {
+		p.customAt.truncate(int(n))
+	}
+	if len(customs) == 0 {
+		p.customAt, customs = column{}, nil // no custom metadata left: no column either
+	}
+	p.customs, p.customDropped = customs, 0
 	p.removed, p.dropped = 0, 0
 	p.byID.rebuild(p.ids, int(n))
 }
@@ -367,11 +441,19 @@ func (p *Partition) currentIndex() *index {
 
 // rangesOf returns the entries of epoch in the index's ranges.
 func (idx *index) rangesOf(epoch int32) []int32 {
-	i, found := slices.BinarySearchFunc(idx.epochs, epoch, func(s epochSpan, e int32) int { return cmp.Compare(s.epoch, e) })
-	if !found {
+	lo, hi := 0, len(idx.epochs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if idx.epochs[m].epoch < epoch {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == len(idx.epochs) || idx.epochs[lo].epoch != epoch {
 		return nil
 	}
-	return idx.ranges[idx.epochs[i].lo:idx.epochs[i].hi]
+	return idx.ranges[idx.epochs[lo].lo:idx.epochs[lo].hi]
 }
 
 // epochLast returns the last offset of epoch entry e's range: the offset

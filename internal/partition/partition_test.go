@@ -155,12 +155,19 @@ func TestStoreRoundTrip(t *testing.T) {
 	r, _ = p.Segment(s.ID)
 	require.Equal(t, *s, r.Segment())
 	require.NotNil(t, r.CustomMetadata(), "empty, not none")
+	s.CustomMetadata = []byte("held as a copy")
+	p.Store(s)
+	s.CustomMetadata[0] = 'X'
+	r, _ = p.Segment(s.ID)
+	require.Equal(t, "held as a copy", string(r.CustomMetadata()))
+	s.CustomMetadata = []byte{}
 	s.CustomMetadata = nil
 	p.Store(s)
 	r, _ = p.Segment(s.ID)
 	require.Equal(t, *s, r.Segment())
-	require.Empty(t, p.custom)
 	require.Equal(t, 1, p.Len())
+	require.Equal(t, 0, p.customAt.len(), "compacted: no custom metadata left, no column")
+	require.Empty(t, p.customs)
 }
 
 // The lookup path allocates nothing.

@@ -15,7 +15,7 @@ type Segment struct {
 	MaxTimestampMs        int64
 	EventTimestampMs      int64
 	BrokerID, SizeInBytes int32
-	CustomMetadata        []byte       // nil: none; the partition keeps this slice (never a copy)
+	CustomMetadata        []byte       // nil: none
 	Epochs                []EpochStart // sorted by epoch
 	State                 int8         // the RemoteLogSegmentState code
 	TxnIndexEmpty         bool
@@ -80,14 +80,9 @@ func (r Ref) TopicIDPartition() TopicIDPartition {
 	return r.p.tp
 }
 
-// CustomMetadata returns the stored bytes themselves (copy them before
-// handing them out); nil: none.
-func (r Ref) CustomMetadata() []byte {
-	if r.p.flags[r.pos]&flagCustom != 0 {
-		return r.p.custom[r.ID()]
-	}
-	return nil
-}
+// CustomMetadata returns the stored bytes themselves, which nobody writes
+// to (copy them before handing them out); nil: none.
+func (r Ref) CustomMetadata() []byte { return r.p.customOf(r.pos) }
 
 // NumEpochs is the number of entries of the segment's epoch map.
 func (r Ref) NumEpochs() int {
@@ -113,7 +108,7 @@ func (r Ref) Carries(epoch int32) bool {
 }
 
 // Segment returns a copy of the segment (its CustomMetadata is the stored
-// slice, which nobody writes to).
+// bytes, as CustomMetadata returns them).
 func (r Ref) Segment() Segment {
 	s := Segment{
 		TP: r.TopicIDPartition(), ID: r.ID(), Start: r.Start(), End: r.End(),
