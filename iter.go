@@ -101,13 +101,13 @@ func itemFromRow(r *apiRow) listItem {
 // pageOf returns copies of the first limit listed segments of p after the
 // cursor that keep accepts, in list order. Callers hold the owner's read
 // lock.
-func pageOf(p *partition.Partition, after listKey, limit int, keep func(*partition.Segment) bool) []listItem {
+func pageOf(p *partition.Partition, after listKey, limit int, keep func(partition.Ref) bool) []listItem {
 	if limit <= 0 {
 		return nil
 	}
 	var items []listItem
-	for s := range p.ListAfter(after.StartOffset, after.AddedVersion, keep) {
-		items = append(items, listItem{key: listKey{StartOffset: s.Start, AddedVersion: s.AddedVersion}, meta: publicSegment(s)})
+	for r := range p.ListAfter(after.StartOffset, after.AddedVersion, keep) {
+		items = append(items, listItem{key: listKey{StartOffset: r.Start(), AddedVersion: r.AddedVersion()}, meta: publicSegment(r)})
 		if len(items) == limit {
 			break
 		}

@@ -105,8 +105,8 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 	if p == nil || RemotePartitionDeleteState(p.DeleteState) == DeletePartitionFinished || m.takenIDs[u.SegmentID.ID] != key {
 		return newError(ErrSegmentNotFound, "segment %s in partition %s", u.SegmentID.ID, u.SegmentID.TopicIDPartition)
 	}
-	s := p.Segment(u.SegmentID.ID)
-	if s == nil {
+	held, ok := p.Segment(u.SegmentID.ID)
+	if !ok {
 		// Forgotten: only the id is kept, and only a retry succeeds.
 		if !SegmentTransitionAllowed(DeleteSegmentFinished, u.State) {
 			return segmentTransitionError(u.SegmentID.ID, DeleteSegmentFinished, u.State)
@@ -115,15 +115,16 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 		m.forgetSegment(u.SegmentID.ID, key) // a retry is a write: forgotten since now
 		return nil
 	}
-	if from := RemoteLogSegmentState(s.State); !SegmentTransitionAllowed(from, u.State) {
+	if from := RemoteLogSegmentState(held.State()); !SegmentTransitionAllowed(from, u.State) {
 		return segmentTransitionError(u.SegmentID.ID, from, u.State)
 	}
+	s := held.Segment()
 	p.version++
 	if u.State == CopySegmentFinished && s.FinishedVersion == 0 {
 		s.FinishedVersion = p.version
 	}
 	if u.State == CopySegmentFinished {
-		p.RaiseEpochEnds(s)
+		p.RaiseEpochEnds(&s)
 	}
 	s.State = int8(u.State)
 	s.BrokerID = u.BrokerID
@@ -137,6 +138,8 @@ func (m *InMemoryManager) UpdateRemoteLogSegmentMetadata(ctx context.Context, u 
 		// taken in takenIDs.
 		p.Remove(u.SegmentID.ID)
 		m.forgetSegment(u.SegmentID.ID, key)
+	} else {
+		p.Store(&s)
 	}
 	p.Changed()
 	return nil
@@ -176,8 +179,8 @@ func (m *InMemoryManager) PutRemotePartitionDeleteMetadata(ctx context.Context, 
 func (m *InMemoryManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if s := m.partition(tp).Lookup(int32(epoch), offset); s != nil {
-		return publicSegment(s), true, nil
+	if r, ok := m.partition(tp).Lookup(int32(epoch), offset); ok {
+		return publicSegment(r), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }
@@ -203,7 +206,7 @@ func (m *InMemoryManager) ListRemoteLogSegmentsByEpoch(ctx context.Context, tp T
 	return m.list(tp, carries(epoch)), nil
 }
 
-func (m *InMemoryManager) list(tp TopicIDPartition, keep func(*partition.Segment) bool) []RemoteLogSegmentMetadata {
+func (m *InMemoryManager) list(tp TopicIDPartition, keep func(partition.Ref) bool) []RemoteLogSegmentMetadata {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return publicSegments(m.partition(tp).List(keep))
@@ -229,8 +232,8 @@ func (m *InMemoryManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition
 func (m *InMemoryManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if s := m.partition(tp).NextWithTxnIndex(int32(epoch), offset); s != nil {
-		return publicSegment(s), true, nil
+	if r, ok := m.partition(tp).NextWithTxnIndex(int32(epoch), offset); ok {
+		return publicSegment(r), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }
@@ -246,8 +249,8 @@ func (m *InMemoryManager) FirstSegmentForTimestamp(ctx context.Context, tp Topic
 	if p == nil {
 		return RemoteLogSegmentMetadata{}, false, nil
 	}
-	if s := p.FirstForTimestamp(int32(epoch), timestampMs, startingOffset); s != nil {
-		return publicSegment(s), true, nil
+	if r, ok := p.FirstForTimestamp(int32(epoch), timestampMs, startingOffset); ok {
+		return publicSegment(r), true, nil
 	}
 	return RemoteLogSegmentMetadata{}, false, nil
 }
@@ -289,7 +292,7 @@ func (m *InMemoryManager) remoteLogSegmentsByEpoch(ctx context.Context, tp Topic
 // stream pages through the listed segments of tp that keep accepts. The lock
 // is held only while a page is copied, never while the caller's loop body
 // runs, so the body may call the manager.
-func (m *InMemoryManager) stream(ctx context.Context, tp TopicIDPartition, pageSize int, keep func(*partition.Segment) bool, ctxErr func(error) error) iter.Seq2[RemoteLogSegmentMetadata, error] {
+func (m *InMemoryManager) stream(ctx context.Context, tp TopicIDPartition, pageSize int, keep func(partition.Ref) bool, ctxErr func(error) error) iter.Seq2[RemoteLogSegmentMetadata, error] {
 	fetch := func(_ context.Context, after listKey, limit int) ([]listItem, error) {
 		m.mu.RLock()
 		defer m.mu.RUnlock()

@@ -172,10 +172,10 @@ func cacheTPs(tps []TopicIDPartition) []partition.TopicIDPartition {
 
 // segmentFromCache answers a query for one segment from the cache, as
 // fromCache does, with a copy of the segment found.
-func (m *PgManager) segmentFromCache(tp TopicIDPartition, query func(p *partition.Partition) *partition.Segment) (seg RemoteLogSegmentMetadata, found, served bool, err error) {
+func (m *PgManager) segmentFromCache(tp TopicIDPartition, query func(p *partition.Partition) (partition.Ref, bool)) (seg RemoteLogSegmentMetadata, found, served bool, err error) {
 	served, err = m.fromCache(tp, func(p *partition.Partition) {
-		if s := query(p); s != nil {
-			seg, found = publicSegment(s), true
+		if r, ok := query(p); ok {
+			seg, found = publicSegment(r), true
 		}
 	})
 	return seg, found, served, err
@@ -361,7 +361,7 @@ func segmentFromUpdate(u RemoteLogSegmentMetadataUpdate, row db.SegmentUpdateRow
 		Epochs: row.Epochs, EpochStartOffsets: row.EpochStartOffsets,
 		AddedVersion: row.AddedVersion, FinishedVersion: pgtype.Int8{Int64: row.FinishedVersion, Valid: row.FinishedVersion >= 0},
 		LastVersion: row.UpdatedVersion,
-	}, nil)
+	})
 }
 
 // PutRemotePartitionDeleteMetadata records a partition-delete state in one
@@ -433,7 +433,7 @@ func (r partitionDeleteRow) ownWrite() cache.OwnWrite {
 // RemoteLogSegmentMetadata returns the finished segment holding offset for
 // epoch, in one indexed statement.
 func (m *PgManager) RemoteLogSegmentMetadata(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
-	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) *partition.Segment { return p.Lookup(int32(epoch), offset) }); served {
+	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) (partition.Ref, bool) { return p.Lookup(int32(epoch), offset) }); served {
 		return s, found, err
 	}
 	if offset < 0 {
@@ -604,7 +604,7 @@ func (m *PgManager) RemoteLogSize(ctx context.Context, tp TopicIDPartition, epoc
 // NextSegmentWithTxnIndex walks the lookups of epoch from offset in one
 // recursive statement and returns the first segment with a transaction index.
 func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, offset int64) (RemoteLogSegmentMetadata, bool, error) {
-	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) *partition.Segment { return p.NextWithTxnIndex(int32(epoch), offset) }); served {
+	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) (partition.Ref, bool) { return p.NextWithTxnIndex(int32(epoch), offset) }); served {
 		return s, found, err
 	}
 	if offset < 0 {
@@ -629,7 +629,7 @@ func (m *PgManager) NextSegmentWithTxnIndex(ctx context.Context, tp TopicIDParti
 // statement that walks the epoch's finished segments from near
 // startingOffset (queries/epochs.sql).
 func (m *PgManager) FirstSegmentForTimestamp(ctx context.Context, tp TopicIDPartition, epoch LeaderEpoch, timestampMs, startingOffset int64) (RemoteLogSegmentMetadata, bool, error) {
-	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) *partition.Segment {
+	if s, found, served, err := m.segmentFromCache(tp, func(p *partition.Partition) (partition.Ref, bool) {
 		return p.FirstForTimestamp(int32(epoch), timestampMs, startingOffset)
 	}); served {
 		return s, found, err

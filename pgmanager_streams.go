@@ -71,7 +71,7 @@ func (m *PgManager) remoteLogSegmentsByEpoch(ctx context.Context, tp TopicIDPart
 }
 
 // pageFromCache reads a page from the cache when the manager caches tp.
-func (m *PgManager) pageFromCache(tp TopicIDPartition, after listKey, limit int, keep func(*partition.Segment) bool) (page []listItem, served bool, err error) {
+func (m *PgManager) pageFromCache(tp TopicIDPartition, after listKey, limit int, keep func(partition.Ref) bool) (page []listItem, served bool, err error) {
 	served, err = m.fromCache(tp, func(p *partition.Partition) { page = pageOf(p, after, limit, keep) })
 	return page, served, err
 }

@@ -1,6 +1,10 @@
 package remotestorage
 
-import "github.com/krabka/remotestorage/internal/partition"
+import (
+	"iter"
+
+	"github.com/krabka/remotestorage/internal/partition"
+)
 
 // segment.go: the public segment to and from the form both managers keep
 // in memory (internal/partition, the reference semantics they share).
@@ -8,9 +12,9 @@ import "github.com/krabka/remotestorage/internal/partition"
 // newSegment stores meta (which it takes over: pass a copy the caller
 // keeps no reference to) with its epoch map compacted.
 func newSegment(meta RemoteLogSegmentMetadata, addedVersion, finishedVersion, lastVersion int64) *partition.Segment {
-	tp := partition.TopicIDPartition(meta.SegmentID.TopicIDPartition)
 	s := &partition.Segment{
-		TP: &tp, ID: meta.SegmentID.ID, Start: meta.StartOffset, End: meta.EndOffset,
+		TP: partition.TopicIDPartition(meta.SegmentID.TopicIDPartition), ID: meta.SegmentID.ID,
+		Start: meta.StartOffset, End: meta.EndOffset,
 		MaxTimestampMs: meta.MaxTimestampMs, EventTimestampMs: meta.EventTimestampMs,
 		BrokerID: meta.BrokerID, SizeInBytes: meta.SegmentSizeInBytes, CustomMetadata: meta.CustomMetadata,
 		State: int8(meta.State), TxnIndexEmpty: meta.TxnIndexEmpty,
@@ -23,29 +27,32 @@ func newSegment(meta RemoteLogSegmentMetadata, addedVersion, finishedVersion, la
 	return s
 }
 
-// publicSegment returns a copy of s as callers see it, epoch map included.
-func publicSegment(s *partition.Segment) RemoteLogSegmentMetadata {
+// publicSegment returns a copy of the segment r reads, as callers see it,
+// epoch map included.
+func publicSegment(r partition.Ref) RemoteLogSegmentMetadata {
+	n := r.NumEpochs()
 	m := RemoteLogSegmentMetadata{
-		SegmentID:   RemoteLogSegmentID{TopicIDPartition: TopicIDPartition(*s.TP), ID: s.ID},
-		StartOffset: s.Start, EndOffset: s.End, MaxTimestampMs: s.MaxTimestampMs,
-		BrokerID: s.BrokerID, EventTimestampMs: s.EventTimestampMs, SegmentSizeInBytes: s.SizeInBytes,
-		CustomMetadata: cloneBytes(s.CustomMetadata), State: RemoteLogSegmentState(s.State), TxnIndexEmpty: s.TxnIndexEmpty,
-		SegmentLeaderEpochs: make(map[LeaderEpoch]int64, len(s.Epochs)),
+		SegmentID:   RemoteLogSegmentID{TopicIDPartition: TopicIDPartition(r.TopicIDPartition()), ID: r.ID()},
+		StartOffset: r.Start(), EndOffset: r.End(), MaxTimestampMs: r.MaxTimestampMs(),
+		BrokerID: r.BrokerID(), EventTimestampMs: r.EventTimestampMs(), SegmentSizeInBytes: r.SizeInBytes(),
+		CustomMetadata: cloneBytes(r.CustomMetadata()), State: RemoteLogSegmentState(r.State()), TxnIndexEmpty: r.TxnIndexEmpty(),
+		SegmentLeaderEpochs: make(map[LeaderEpoch]int64, n),
 	}
-	for _, e := range s.Epochs {
+	for k := range n {
+		e := r.Epoch(k)
 		m.SegmentLeaderEpochs[LeaderEpoch(e.Epoch)] = e.Start
 	}
 	return m
 }
 
 // publicSegments returns copies of the segments of list.
-func publicSegments(list func(yield func(*partition.Segment) bool)) []RemoteLogSegmentMetadata {
+func publicSegments(list iter.Seq[partition.Ref]) []RemoteLogSegmentMetadata {
 	var out []RemoteLogSegmentMetadata
-	for s := range list {
-		out = append(out, publicSegment(s))
+	for r := range list {
+		out = append(out, publicSegment(r))
 	}
 	return out
 }
 
 // carries is partition.Carries of a LeaderEpoch.
-func carries(epoch LeaderEpoch) func(*partition.Segment) bool { return partition.Carries(int32(epoch)) }
+func carries(epoch LeaderEpoch) func(partition.Ref) bool { return partition.Carries(int32(epoch)) }

@@ -329,15 +329,19 @@ func (c *Cache) catchUp(ctx context.Context, cp *cachedPartition) error {
 		cp.data, cp.generation, cp.reloading = newData(), read.generation, false
 	}
 	p := cp.data
+	if p.Len() == 0 {
+		p.Reserve(len(read.segments)) // a load: no spare capacity
+	}
 	// A row older than what the cache holds (this manager's own write,
 	// applied meanwhile) is dropped: put keeps the newest write of each
-	// segment, and the newest delete record.
-	shared := partition.TopicIDPartition(cp.tp)
+	// segment, and the newest delete record. The partition copies each
+	// segment: one serves every row.
+	var s partition.Segment
 	for _, r := range read.segments {
-		s := SegmentFromRow(r, &shared)
-		p.Put(s, r.LastXid)
+		fillSegment(&s, r)
+		p.Put(&s, r.LastXid)
 		if s.FinishedVersion > 0 {
-			p.RaiseEpochEnds(s) // EpochEndOffset counts every segment that finished
+			p.RaiseEpochEnds(&s) // EpochEndOffset counts every segment that finished
 		}
 	}
 	for _, r := range read.epochEnds {
@@ -459,29 +463,28 @@ func (c *Cache) readChanges(ctx context.Context, tp partition.TopicIDPartition, 
 	return read, tx.Commit(ctx)
 }
 
-// SegmentFromRow builds the cached segment of row r, pointing at shared
-// (the partition's TopicIDPartition, or nil) when r names it alike. The
-// root package builds the segment an update returned with it too.
-func SegmentFromRow(r db.RlmmSegment, shared *partition.TopicIDPartition) *partition.Segment {
-	// Built straight into the compact form: a load of many segments
-	// allocates no epoch map per segment, and no TopicIDPartition either.
-	tp := shared
-	if own := (partition.TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition}); tp == nil || *tp != own {
-		tp = &own
-	}
-	s := &partition.Segment{
-		TP: tp, ID: uuid.UUID(r.SegmentID),
+// SegmentFromRow builds the segment of row r, for a partition to store.
+// The root package builds the segment an update returned with it too.
+func SegmentFromRow(r db.RlmmSegment) *partition.Segment {
+	var s partition.Segment
+	fillSegment(&s, r)
+	return &s
+}
+
+// fillSegment makes s the segment of row r, reusing s.Epochs' array.
+func fillSegment(s *partition.Segment, r db.RlmmSegment) {
+	*s = partition.Segment{
+		TP: partition.TopicIDPartition{TopicID: uuid.UUID(r.TopicID), Topic: r.Topic, Partition: r.Partition}, ID: uuid.UUID(r.SegmentID),
 		Start: r.StartOffset, End: r.EndOffset, MaxTimestampMs: r.MaxTimestampMs, EventTimestampMs: r.EventTimestampMs,
 		BrokerID: r.BrokerID, SizeInBytes: r.SegmentSizeBytes, CustomMetadata: r.CustomMetadata,
 		State: int8(r.State), TxnIndexEmpty: r.TxnIndexEmpty,
 		AddedVersion: r.AddedVersion, FinishedVersion: r.FinishedVersion.Int64, LastVersion: r.LastVersion,
-		Epochs: make([]partition.EpochStart, len(r.Epochs)),
+		Epochs: s.Epochs[:0],
 	}
 	for i, e := range r.Epochs {
-		s.Epochs[i] = partition.EpochStart{Epoch: e, Start: r.EpochStartOffsets[i]}
+		s.Epochs = append(s.Epochs, partition.EpochStart{Epoch: e, Start: r.EpochStartOffsets[i]})
 	}
 	slices.SortFunc(s.Epochs, func(a, b partition.EpochStart) int { return cmp.Compare(a.Epoch, b.Epoch) })
-	return s
 }
 
 // readEpochEnds reads, in a load's snapshot tx, the partition's epoch ends

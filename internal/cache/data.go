@@ -51,8 +51,8 @@ func (d *Data) Put(s *partition.Segment, xid uint64) {
 // newer reports whether a write of segment id at lastVersion is newer than
 // what the partition holds of it.
 func (d *Data) newer(id uuid.UUID, lastVersion int64) bool {
-	if old := d.Segment(id); old != nil {
-		return old.LastVersion < lastVersion
+	if old, ok := d.Segment(id); ok {
+		return old.LastVersion() < lastVersion
 	}
 	t, gone := d.forgotten[id]
 	return !gone || t.lastVersion < lastVersion
@@ -61,8 +61,8 @@ func (d *Data) newer(id uuid.UUID, lastVersion int64) bool {
 // holdsWrite reports whether the partition holds the write of segment id
 // at lastVersion, or a newer one.
 func (d *Data) holdsWrite(id uuid.UUID, lastVersion int64) bool {
-	if old := d.Segment(id); old != nil {
-		return old.LastVersion >= lastVersion
+	if old, ok := d.Segment(id); ok {
+		return old.LastVersion() >= lastVersion
 	}
 	t, gone := d.forgotten[id]
 	return gone && t.lastVersion >= lastVersion

@@ -11,7 +11,7 @@ import (
 
 func segmentAt(id uuid.UUID, state int8, lastVersion int64) *partition.Segment {
 	tp := partition.TopicIDPartition{TopicID: uuid.MustParse("0d6c2a5e-3f7b-4e1a-8c9d-1b2a3c4d5e6f"), Topic: "t", Partition: 0}
-	return &partition.Segment{TP: &tp, ID: id, State: state, LastVersion: lastVersion}
+	return &partition.Segment{TP: tp, ID: id, State: state, LastVersion: lastVersion}
 }
 
 // Put keeps the newest write of each segment; a forgotten segment leaves a
@@ -22,15 +22,19 @@ func TestDataPutKeepsTheNewestWrite(t *testing.T) {
 	id := uuid.New()
 	d.Put(segmentAt(id, 0, 2), 20)
 	d.Put(segmentAt(id, 0, 1), 10) // older: dropped
-	require.EqualValues(t, 2, d.Segment(id).LastVersion)
+	held, ok := d.Segment(id)
+	require.True(t, ok)
+	require.EqualValues(t, 2, held.LastVersion())
 	require.True(t, d.holdsWrite(id, 2))
 	require.False(t, d.holdsWrite(id, 3))
 
 	d.Put(segmentAt(id, partition.DeleteSegmentFinished, 3), 30)
-	require.Nil(t, d.Segment(id), "forgotten")
+	_, ok = d.Segment(id)
+	require.False(t, ok, "forgotten")
 	require.True(t, d.holdsWrite(id, 3), "the tombstone holds the write that forgot it")
 	d.Put(segmentAt(id, 1, 2), 20) // a catch-up in flight brings an older row
-	require.Nil(t, d.Segment(id), "the tombstone keeps it out")
+	_, ok = d.Segment(id)
+	require.False(t, ok, "the tombstone keeps it out")
 
 	before, err := parseSnapshot("25:30:")
 	require.NoError(t, err)
@@ -60,7 +64,8 @@ func TestDataDeleteState(t *testing.T) {
 	d.Purged(7)
 	require.Equal(t, partition.DeleteNone, d.DeleteState)
 	require.EqualValues(t, 7, d.DeleteVersion())
-	require.Nil(t, d.Segment(s.ID))
-	_, ok := d.EpochEnd(1)
+	_, ok := d.Segment(s.ID)
+	require.False(t, ok)
+	_, ok = d.EpochEnd(1)
 	require.False(t, ok)
 }
