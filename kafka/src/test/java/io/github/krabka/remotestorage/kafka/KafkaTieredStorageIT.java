@@ -369,7 +369,7 @@ class KafkaTieredStorageIT {
     static RlmmdRemoteLogMetadataManager probe(int broker) {
         RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager();
         m.configure(Map.of(TieredBrokers.sidecar() ? RlmmdConfig.TARGET : RlmmdConfig.DATABASE_URL,
-            TieredBrokers.sidecar() ? rlmmds.get(broker).target() : dsn, RlmmdConfig.CALL_TIMEOUT_MS, "2000", "broker.id", "99"));
+            TieredBrokers.sidecar() ? rlmmds.get(broker).target() : dsn, RlmmdConfig.CALL_TIMEOUT_MS, "10000", "broker.id", "99"));
         return m;
     }
 
