@@ -26,7 +26,10 @@ import java.util.stream.Stream;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -96,11 +99,22 @@ class EmbeddedRlmmdIT {
         return new String(Files.readAllBytes(Path.of("/proc/" + pid + "/cmdline")), StandardCharsets.UTF_8).replace('\0', ' ');
     }
 
+    /** A segment of 3.9's constructor (the matrix compiles this suite on every line). */
+    static RemoteLogSegmentMetadata segment(TopicIdPartition tp, long start, long end, Map<Integer, Long> epochs) {
+        return new RemoteLogSegmentMetadata(new RemoteLogSegmentId(tp, Uuid.randomUuid()), start, end, 1000 + end, 1,
+            5, 1024, Optional.empty(), RemoteLogSegmentState.COPY_SEGMENT_STARTED, epochs);
+    }
+
+    static void finish(RlmmdRemoteLogMetadataManager m, RemoteLogSegmentMetadata s) throws Exception {
+        m.updateRemoteLogSegmentMetadata(new RemoteLogSegmentMetadataUpdate(s.remoteLogSegmentId(), 6, Optional.empty(),
+            RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 1)).get();
+    }
+
     /** Adds and finishes a segment, and reads it back. */
     static RemoteLogSegmentMetadata write(RlmmdRemoteLogMetadataManager m, TopicIdPartition tp, long start) throws Exception {
-        RemoteLogSegmentMetadata s = RlmmdPluginIT.segment(tp, start, start + 99, Map.of(0, start));
+        RemoteLogSegmentMetadata s = segment(tp, start, start + 99, Map.of(0, start));
         m.addRemoteLogSegmentMetadata(s).get();
-        RlmmdPluginIT.finish(m, s);
+        finish(m, s);
         assertEquals(Optional.of(s.remoteLogSegmentId()), m.remoteLogSegmentMetadata(tp, 0, start + 50).map(x -> x.remoteLogSegmentId()));
         return s;
     }
@@ -181,7 +195,7 @@ class EmbeddedRlmmdIT {
                 assertFalse(m.isReady(tp), "not ready while the database does not answer");
                 long t0 = System.nanoTime();
                 ExecutionException e = assertThrows(ExecutionException.class,
-                    () -> m.addRemoteLogSegmentMetadata(RlmmdPluginIT.segment(tp, 0, 99, Map.of(0, 0L))).get());
+                    () -> m.addRemoteLogSegmentMetadata(segment(tp, 0, 99, Map.of(0, 0L))).get());
                 long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
                 assertTrue(e.getCause() instanceof RemoteStorageException, String.valueOf(e.getCause()));
                 assertTrue(e.getCause().getMessage().contains("waiting for the database"), e.getCause().getMessage());
@@ -254,7 +268,7 @@ class EmbeddedRlmmdIT {
             m.onPartitionLeadershipChanges(Set.of(tp), Set.of());
             assertFalse(m.isReady(tp), "not ready while the database is down");
             ExecutionException e = assertThrows(ExecutionException.class,
-                () -> m.addRemoteLogSegmentMetadata(RlmmdPluginIT.segment(tp, 0, 99, Map.of(0, 0L))).get());
+                () -> m.addRemoteLogSegmentMetadata(segment(tp, 0, 99, Map.of(0, 0L))).get());
             assertTrue(e.getCause().getMessage().contains("waiting for the database"), e.getCause().getMessage());
         } finally {
             pg.start();
