@@ -319,9 +319,17 @@ class RlmmdPluginIT {
      */
     @Test
     void lookupLatency() throws Exception {
+        lookupLatency("sidecar rlmmd on TCP", plugin(rlmmd.target(), 5000));
+        RlmmdRemoteLogMetadataManager embedded = new RlmmdRemoteLogMetadataManager();
+        embedded.configure(Map.of(RlmmdConfig.DATABASE_URL, rlmmd.dsn, RlmmdConfig.CALL_TIMEOUT_MS, "5000", "broker.id", "1"));
+        lookupLatency("embedded rlmmd on its unix socket", embedded);
+    }
+
+    /** Lookups at 1 and 8 callers through m, which it closes; p50 and p99 printed. */
+    static void lookupLatency(String mode, RlmmdRemoteLogMetadataManager plugin) throws Exception {
         int warmup = Integer.parseInt(System.getenv().getOrDefault("RLMM_BENCH_WARMUP", "20000"));
         int perCaller = Integer.parseInt(System.getenv().getOrDefault("RLMM_BENCH_LOOKUPS", "10000"));
-        try (RlmmdRemoteLogMetadataManager m = plugin(rlmmd.target(), 5000)) {
+        try (RlmmdRemoteLogMetadataManager m = plugin) {
             TopicIdPartition tp = newTp();
             m.onPartitionLeadershipChanges(Set.of(tp), Set.of());
             int segments = 1000;
@@ -362,7 +370,7 @@ class RlmmdPluginIT {
                 }
                 pool.shutdown();
                 Arrays.sort(all);
-                System.out.printf("BENCH plugin+rlmmd lookup callers=%d n=%d p50=%.1fus p99=%.1fus%n", callers, all.length,
+                System.out.printf("BENCH plugin+rlmmd lookup (%s) callers=%d n=%d p50=%.1fus p99=%.1fus%n", mode, callers, all.length,
                     all[all.length / 2] / 1e3, all[(int) (all.length * 0.99)] / 1e3);
             }
         }
