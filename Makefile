@@ -227,9 +227,12 @@ check-generated-proto: $(PROTOC) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) # Fail w
 		[ -f "$$tmp/$$f" ] || { echo "proto/$$f has no .proto: run make generate"; exit 1; }; \
 	done
 
+# grpcnotrace: see kafka/embed-rlmmd.sh.
+BUILD_RLMMD = $(GO) build -tags grpcnotrace -o $(BIN)/rlmmd ./cmd/rlmmd
+
 .PHONY: rlmmd
 rlmmd: ## Build rlmmd, the gRPC service (bin/rlmmd).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 
 KAFKA_JAR := kafka/target/remotestorage-kafka-0.1.0.jar
 
@@ -239,7 +242,7 @@ kafka: ## Build the Kafka plugin's shaded jar (kafka/target/remotestorage-kafka-
 
 .PHONY: kafka-e2e
 kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin in the embedded mode and a throwaway PostgreSQL, end to end, the import from Kafka's topic-based manager, then the end-to-end steps again in the sidecar mode (~12 min; Maven fetches Kafka).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN)
@@ -251,7 +254,7 @@ kafka-e2e: pg-user ## Kafka 4.4 brokers (in process) with the plugin in the embe
 # among the other suites, kafka-matrix on KAFKA_MATRIX_ROLL_VERSIONS too.
 .PHONY: kafka-roll
 kafka-roll: pg-user ## The rolling switch of three Kafka 4.4 brokers from the topic-based manager onto the plugin and back, with producer and consumer running (~3 min).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=RollingSwitchIT -Dfailsafe.failIfNoSpecifiedTests=false
 
@@ -259,13 +262,13 @@ kafka-roll: pg-user ## The rolling switch of three Kafka 4.4 brokers from the to
 # (TbrlmmImportIT) alone; kafka-e2e runs it among the other suites.
 .PHONY: kafka-import
 kafka-import: pg-user ## Import and verify of Kafka's topic-based metadata (__remote_log_metadata) into the store, against an in-process broker, rlmmd and a throwaway PostgreSQL (~2 min).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=TbrlmmImportIT -Dfailsafe.failIfNoSpecifiedTests=false
 
 .PHONY: kafka-import-bench
 kafka-import-bench: pg-user ## The import's and verify's throughput on a metadata topic of about 12,000 records (bench.partitions, bench.segments; ~3 min).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=TbrlmmImportBench -Dfailsafe.failIfNoSpecifiedTests=false
 
@@ -278,7 +281,7 @@ LIVE ?= 40000
 READINESS_SVG ?= $(CURDIR)/docs/readiness.svg
 .PHONY: kafka-readiness-bench
 kafka-readiness-bench: pg-user ## Restart readiness (isReady, first remote fetch) and metadata memory, TBRLMM against the plugin, at history sizes H, the live set fixed (~15 min at the default H).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test=ReadinessBench -Dfailsafe.failIfNoSpecifiedTests=false -Dbench.records=$(H) -Dbench.live=$(LIVE) -Dbench.svg=$(READINESS_SVG)
 
@@ -296,7 +299,7 @@ KAFKA_MATRIX_JAR := $(BIN)/remotestorage-kafka-matrix.jar
 
 .PHONY: kafka-matrix
 kafka-matrix: pg-user ## The plugin jar on the brokers of every Kafka line from 3.9 to 4.4, end to end (~2 min a line; KAFKA_MATRIX_VERSIONS).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmmctl ./cmd/rlmmctl
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B -q --no-transfer-progress package -DskipTests
@@ -321,7 +324,7 @@ KAFKA_CONTRACT_LINES ?= 3.9 4.3
 
 .PHONY: kafka-contract
 kafka-contract: pg-user ## Kafka's own metadata-manager tests (3.9.1, 4.3.1), unmodified, against the plugin, rlmmd and a throwaway PostgreSQL (~4 min; docs/KAFKA.md).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B -q --no-transfer-progress package -DskipTests
 	set -e; for line in $(KAFKA_CONTRACT_LINES); do \
@@ -334,7 +337,7 @@ CARGO_JOBS ?= 2
 
 .PHONY: rust-test
 rust-test: pg-user ## The Rust crates of rust/: rustfmt check, clippy with warnings denied, and their tests against rlmmd and a throwaway PostgreSQL (cargo fetches from crates.io).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd rust && cargo fmt --all --check
 	cd rust && cargo clippy --locked -j$(CARGO_JOBS) --all-targets -- -D warnings
@@ -342,7 +345,7 @@ rust-test: pg-user ## The Rust crates of rust/: rustfmt check, clippy with warni
 
 .PHONY: kafka-bench
 kafka-bench: pg-user ## The plugin's lookup latency, the broker's copy throughput with this store against Kafka's topic-based default, and the mirror's cost (~6 min).
-	$(GO) build -o $(BIN)/rlmmd ./cmd/rlmmd
+	$(BUILD_RLMMD)
 	$(GO) build -o $(BIN)/rlmm-pgfixture ./internal/pgfixture
 	cd kafka && mvn -B --no-transfer-progress verify -De2e.skip=false -Drlmm.bin.dir=$(BIN) -Dit.test='RlmmdPluginIT#lookupLatency,KafkaCopyBench,MirrorBench' -Dfailsafe.failIfNoSpecifiedTests=false
 
