@@ -52,8 +52,9 @@ public final class RlmmdConfig extends AbstractConfig {
 
     public static final String EMBEDDED_GC_PERCENT = "embedded.gc.percent";
     public static final String EMBEDDED_GC_PERCENT_DOC = "Embedded mode: rlmmd's GOGC, the heap growth the garbage "
-        + "collector allows over the live heap before it runs, in percent. Lower holds less memory for more CPU.";
-    public static final int EMBEDDED_GC_PERCENT_DEFAULT = 100;
+        + "collector allows over the live heap before it runs, in percent. Lower holds less memory for more CPU; "
+        + "the cache's segments hold no pointers, so a collection costs little (docs/BENCHMARKS.md, \"The embedded mode\").";
+    public static final int EMBEDDED_GC_PERCENT_DEFAULT = 25;
 
     public static final String EMBEDDED_METRICS_LISTEN = "embedded.metrics.listen";
     public static final String EMBEDDED_METRICS_LISTEN_DOC = "Embedded mode: host:port of rlmmd's Prometheus "

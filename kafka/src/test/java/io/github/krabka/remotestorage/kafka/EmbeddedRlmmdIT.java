@@ -99,6 +99,16 @@ class EmbeddedRlmmdIT {
         return new String(Files.readAllBytes(Path.of("/proc/" + pid + "/cmdline")), StandardCharsets.UTF_8).replace('\0', ' ');
     }
 
+    /** The child's environment variable name, from /proc/PID/environ, or null. */
+    static String environ(long pid, String name) throws IOException {
+        for (String kv : new String(Files.readAllBytes(Path.of("/proc/" + pid + "/environ")), StandardCharsets.UTF_8).split("\0")) {
+            if (kv.startsWith(name + "=")) {
+                return kv.substring(name.length() + 1);
+            }
+        }
+        return null;
+    }
+
     /** A segment of 3.9's constructor (the matrix compiles this suite on every line). */
     static RemoteLogSegmentMetadata segment(TopicIdPartition tp, long start, long end, Map<Integer, Long> epochs) {
         return new RemoteLogSegmentMetadata(new RemoteLogSegmentId(tp, Uuid.randomUuid()), start, end, 1000 + end, 1,
@@ -134,6 +144,8 @@ class EmbeddedRlmmdIT {
                 pid = e.getPid();
                 assertTrue(pid > 0 && alive(pid), "a child runs");
                 assertFalse(cmdline(pid).contains(SECRET), "the password is not on the child's command line: " + cmdline(pid));
+                assertEquals("25", environ(pid, "GOGC"), "the child's collector by default");
+                assertTrue(cmdline(pid).contains(" --memory-limit 256MiB "), "the child's memory budget by default: " + cmdline(pid));
                 socketDir = e.socket().getParent();
                 assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(socketDir)),
                     "only the broker's user enters the socket's directory");
@@ -364,8 +376,12 @@ class EmbeddedRlmmdIT {
     void eachPluginHasItsOwnChild() throws Exception {
         Path d = dir("two");
         String dsn = pg.database("embedded_two");
-        try (RlmmdRemoteLogMetadataManager a = plugin(props(dsn, d)); RlmmdRemoteLogMetadataManager b = plugin(props(dsn, d))) {
+        try (RlmmdRemoteLogMetadataManager a = plugin(props(dsn, d));
+             RlmmdRemoteLogMetadataManager b = plugin(props(dsn, d, RlmmdConfig.EMBEDDED_GC_PERCENT, "60", RlmmdConfig.EMBEDDED_MEMORY_LIMIT_MB, "0"))) {
             assertNotEquals(a.embeddedRlmmd().getPid(), b.embeddedRlmmd().getPid());
+            long pid = b.embeddedRlmmd().getPid();
+            assertEquals("60", environ(pid, "GOGC"), "embedded.gc.percent");
+            assertFalse(cmdline(pid).contains("--memory-limit"), "embedded.memory.limit.mb=0: no limit: " + cmdline(pid));
             TopicIdPartition tp = newTp();
             RemoteLogSegmentMetadata s = write(a, tp, 0);
             assertEquals(Optional.of(s.remoteLogSegmentId()), b.remoteLogSegmentMetadata(tp, 0, 50).map(x -> x.remoteLogSegmentId()),
