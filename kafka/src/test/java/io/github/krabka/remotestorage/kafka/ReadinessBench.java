@@ -76,7 +76,7 @@ class ReadinessBench {
 
     /** One history size's figures. */
     record Result(long records, long live, int partitions, double writeS, Restart tbrlmm, long tbrlmmHeap, double importS,
-                  long importWrites, Restart plugin, long pluginHeap, long rlmmdRss, long idleRlmmdRss, long rlmmdAnon, long idleRlmmdAnon) {
+                  long importWrites, Restart plugin, long pluginHeap, long pluginOwn, long rlmmdRss, long idleRlmmdRss, long rlmmdAnon, long idleRlmmdAnon) {
     }
 
     /** A restart's figures: seconds to isReady and to the first remote fetch after its return, the failed remote fetches, its own seconds. */
@@ -150,6 +150,7 @@ class ReadinessBench {
             Restart tb = restart(cluster, tps, Map.of());
             assertEquals((long) live * partitions, liveSegments(rlmm(cluster), tps), "live segments TBRLMM holds");
             long tbHeap = heapAfterGc() - heap0;
+            System.out.println("ReadinessBench: the heap's largest classes with TBRLMM:\n" + largestClasses(12));
 
             TbrlmmTool tool = new TbrlmmTool(System.out, new PrintStream(System.err, true, StandardCharsets.UTF_8));
             List<String> args = new ArrayList<>(List.of("import", "--bootstrap-server", cluster.bootstrapServers(), "--rlmmd", rlmmd.target(),
@@ -163,6 +164,8 @@ class ReadinessBench {
             assertEquals(TbrlmmTool.EXIT_OK, code, "import");
             // The probe's records besides the history's.
             assertTrue(tool.applied() + tool.skippedDeleted() >= records, "records imported");
+            long applied = tool.applied();
+            tool = null; // unreachable before the plugin's heap is measured
 
             try (RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager()) {
                 m.configure(Map.of(RlmmdConfig.TARGET, rlmmd.target(), "broker.id", "1"));
@@ -172,6 +175,8 @@ class ReadinessBench {
             Restart pl = restart(cluster, tps, Map.of("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName(),
                 "rlmm.config." + RlmmdConfig.DATABASE_URL, rlmmd.dsn));
             long plHeap = heapAfterGc() - heap0;
+            long plOwn = ownObjects();
+            System.out.println("ReadinessBench: the heap's largest classes with the plugin:\n" + largestClasses(12));
             long child = TieredBrokers.childPid(0);
             long rss = status(child, "VmRSS:");
             long anon = status(child, "RssAnon:");
@@ -185,13 +190,13 @@ class ReadinessBench {
                 idleRss = status(idle, "VmRSS:");
                 idleAnon = status(idle, "RssAnon:");
             }
-            Result r = new Result(records, (long) live * partitions, partitions, writeS, tb, tbHeap, importS, tool.applied(), pl, plHeap, rss, idleRss, anon, idleAnon);
+            Result r = new Result(records, (long) live * partitions, partitions, writeS, tb, tbHeap, importS, applied, pl, plHeap, plOwn, rss, idleRss, anon, idleAnon);
             String line = String.format(Locale.ROOT, "ReadinessBench: H=%d records (%d user partitions, %d live segments), written in %.1f s; "
                     + "TBRLMM ready %.2f s, first remote fetch %.2f s (%d failed remote fetches), after the restart returned (restart %.2f s), "
                     + "heap %+.1f MB; import %.1f s (%.0f records/s, %d writes, --parallelism 8%s); plugin ready %.3f s, first remote fetch "
-                    + "%.3f s (%d failed remote fetches) after the restart returned (restart %.2f s), heap %+.1f MB, the child's VmRSS %.1f MB, RssAnon %.1f MB (%.1f and %.1f MB holding no partition)%n",
+                    + "%.3f s (%d failed remote fetches) after the restart returned (restart %.2f s), heap %+.1f MB (its own objects %.1f MB), the child's VmRSS %.1f MB, RssAnon %.1f MB (%.1f and %.1f MB holding no partition)%n",
                 records, partitions, r.live, writeS, tb.readyS, tb.fetchS, tb.fetchErrors, tb.restartS, tbHeap / 1e6, importS, records / importS,
-                tool.applied(), skipDeleted ? ", --skip-deleted" : "", pl.readyS, pl.fetchS, pl.fetchErrors, pl.restartS, plHeap / 1e6, rss / 1e6, anon / 1e6, idleRss / 1e6, idleAnon / 1e6);
+                applied, skipDeleted ? ", --skip-deleted" : "", pl.readyS, pl.fetchS, pl.fetchErrors, pl.restartS, plHeap / 1e6, plOwn / 1e6, rss / 1e6, anon / 1e6, idleRss / 1e6, idleAnon / 1e6);
             System.out.println(line);
             // Also in a file: the broker's log can outrun the test's output.
             Files.writeString(Path.of("target/readiness.txt"), line + " load " + Files.readString(Path.of("/proc/loadavg")),
@@ -371,6 +376,36 @@ class ReadinessBench {
             System.gc();
         }
         return ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+    }
+
+    /**
+     * The bytes of the heap's objects of the plugin's classes and of the
+     * libraries it shades (gRPC, Netty, protobuf), from the JVM's class
+     * histogram (jcmd GC.class_histogram): what the plugin itself holds, the
+     * rest of the heap figure being the broker's.
+     */
+    static long ownObjects() throws Exception {
+        long bytes = 0;
+        for (String line : classHistogram().split("\n")) {
+            String[] f = line.trim().split("\\s+");
+            if (f.length >= 4 && f[0].endsWith(":") && f[3].startsWith("io.github.krabka.remotestorage.")) {
+                bytes += Long.parseLong(f[2]);
+            }
+        }
+        return bytes;
+    }
+
+    /** The JVM's class histogram (jcmd GC.class_histogram), after a full collection. */
+    static String classHistogram() throws Exception {
+        return (String) ManagementFactory.getPlatformMBeanServer().invoke(
+            new javax.management.ObjectName("com.sun.management:type=DiagnosticCommand"), "gcClassHistogram",
+            new Object[] {new String[0]}, new String[] {String[].class.getName()});
+    }
+
+    /** The histogram's head: its n classes of the most bytes. */
+    static String largestClasses(int n) throws Exception {
+        String[] lines = classHistogram().split("\n");
+        return String.join("\n", java.util.Arrays.copyOfRange(lines, 0, Math.min(lines.length, n + 2)));
     }
 
     /** A size field of /proc/PID/status (VmRSS:, RssAnon:), in bytes. */
