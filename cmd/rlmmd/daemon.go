@@ -52,6 +52,7 @@ type daemon struct {
 	pool    *pgxpool.Pool
 	manager *rs.PgManager
 	svc     *service
+	pages   *pageReleaser // nil without --release-binary-pages
 
 	stopHealth context.CancelFunc
 	wg         sync.WaitGroup
@@ -160,7 +161,10 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (_ *daemon, err er
 		opts = append(opts, grpc.Creds(creds))
 	}
 	d.grpc = grpc.NewServer(opts...)
-	d.svc = &service{m: im}
+	if cfg.releasePages {
+		d.pages = newPageReleaser(log, d.manager.CaughtUp) // not im: its polls are not calls to count
+	}
+	d.svc = &service{m: im, pages: d.pages}
 	pb.RegisterRemoteLogMetadataServiceServer(d.grpc, d.svc)
 	d.health = health.NewServer()
 	healthpb.RegisterHealthServer(d.grpc, d.health)
@@ -189,6 +193,9 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (_ *daemon, err er
 	hctx, cancel := context.WithCancel(context.Background())
 	d.stopHealth = cancel
 	d.wg.Go(func() { d.watchHealth(hctx) })
+	if d.pages != nil {
+		d.wg.Go(func() { d.pages.run(hctx) })
+	}
 	d.wg.Go(func() {
 		if err := d.grpc.Serve(d.lis); err != nil {
 			log.Error("rlmmd: gRPC server stopped", "err", err)

@@ -2,7 +2,7 @@ package main
 
 // The flags a parent process uses to run rlmmd as its child (the Kafka
 // plugin's embedded mode, docs/KAFKA.md): --migrate, --stop-on-stdin-eof,
-// --memory-limit and --version.
+// --memory-limit, --release-binary-pages (pages_test.go) and --version.
 
 import (
 	"context"
@@ -73,10 +73,11 @@ func TestStopAtEOF(t *testing.T) {
 func TestEmbeddingFlags(t *testing.T) {
 	t.Parallel()
 	none := func(string) string { return "" }
-	cfg, err := parseConfig([]string{"--migrate", "--stop-on-stdin-eof", "--memory-limit", "48MiB"}, none, io.Discard)
+	cfg, err := parseConfig([]string{"--migrate", "--stop-on-stdin-eof", "--memory-limit", "48MiB", "--release-binary-pages"}, none, io.Discard)
 	require.NoError(t, err)
 	require.True(t, cfg.migrate)
 	require.True(t, cfg.stopOnStdinEOF)
+	require.True(t, cfg.releasePages)
 	require.Equal(t, int64(48<<20), cfg.memoryLimit)
 
 	cfg, err = parseConfig(nil, func(k string) string { return map[string]string{"RLMMD_MEMORY_LIMIT": "1GiB"}[k] }, io.Discard)

@@ -78,6 +78,7 @@ type config struct {
 	migrate         bool  // migrate the database before serving
 	stopOnStdinEOF  bool  // stop when standard input reaches its end
 	memoryLimit     int64 // the Go runtime's soft memory limit in bytes; 0: GOMEMLIMIT's or none
+	releasePages    bool  // drop the binary's pages after the start and the loads (pages.go)
 	showVersion     bool
 }
 
@@ -104,6 +105,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&cfg.migrate, "migrate", false, "migrate the database to this rlmmd's schema before serving (idempotent; several rlmmd may race)")
 	fs.BoolVar(&cfg.stopOnStdinEOF, "stop-on-stdin-eof", false, "stop gracefully when standard input reaches its end: a parent holding a pipe to it (the Kafka plugin) then stops rlmmd by dying, however it dies")
 	memoryLimit := fs.String("memory-limit", "", "soft limit of the Go runtime's memory, e.g. 64MiB (as GOMEMLIMIT, which applies when this is unset)")
+	fs.BoolVar(&cfg.releasePages, "release-binary-pages", false, "after the start, and after each change of the partitions once they are loaded, ask the kernel to drop the pages of rlmmd's binary that only it maps (Linux; the Kafka plugin's embedded rlmmd sets it)")
 	fs.BoolVar(&cfg.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -43,7 +44,8 @@ const (
 
 type service struct {
 	pb.UnimplementedRemoteLogMetadataServiceServer
-	m store
+	m     store
+	pages *pageReleaser // told of each change of the partitions; nil: none
 }
 
 var _ pb.RemoteLogMetadataServiceServer = (*service)(nil)
@@ -359,6 +361,7 @@ func (s *service) OnPartitionLeadershipChanges(ctx context.Context, req *pb.OnPa
 	if err := s.m.OnPartitionLeadershipChanges(ctx, leaders, followers); err != nil {
 		return nil, toStatus(err)
 	}
+	s.pages.changed(slices.Concat(leaders, followers))
 	return &pb.OnPartitionLeadershipChangesResponse{}, nil
 }
 

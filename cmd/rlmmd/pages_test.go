@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
+)
+
+// TestReleaseBinaryPages: the advice drops this test binary's resident
+// file pages. Not parallel: parallel tests running beside it would fault
+// their code back meanwhile.
+func TestReleaseBinaryPages(t *testing.T) {
+	before := rssFile(t)
+	n, err := releaseBinaryPages()
+	require.NoError(t, err)
+	after := rssFile(t)
+	st, err := os.Stat("/proc/self/exe")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, st.Size()/2, "the mappings span the binary")
+	require.Less(t, after, before/2, "RssFile %d kB before the release, %d kB after", before>>10, after>>10)
+}
+
+// rssFile is this process's RssFile, in bytes.
+func rssFile(t *testing.T) int64 {
+	f, err := os.Open("/proc/self/status")
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "RssFile:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(v, "kB")), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no RssFile in /proc/self/status")
+	return 0
+}
+
+// TestPageReleaserWaitsForLoads: through rlmmd's service, the pages are
+// released once at the start, and after a change of the partitions only
+// once each of them is loaded: the loads wait on a lock the test holds, so
+// a release before they end would see partitions still loading.
+func TestPageReleaserWaitsForLoads(t *testing.T) {
+	t.Parallel()
+	b := startDaemon(t, nil)
+	ctx := callCtx(t)
+	var tps []*pb.TopicIdPartition
+	for p := range 20 {
+		tp := newTP()
+		tp.Partition = int32(p)
+		for i := range int64(20) {
+			s := newSegment(tp, i*10, i*10+9, &pb.EpochStart{Epoch: 0, StartOffset: i * 10})
+			_, err := b.client.AddSegment(ctx, &pb.AddSegmentRequest{Segment: s})
+			require.NoError(t, err)
+			finish(t, b.client, s)
+		}
+		tps = append(tps, tp)
+	}
+	assigned, err := tpsFrom(tps)
+	require.NoError(t, err)
+
+	loadingAtRelease := make(chan int, 10) // per release: how many partitions were not loaded
+	r := newPageReleaser(slog.New(slog.DiscardHandler), b.d.manager.CaughtUp)
+	r.release = func() (int64, error) {
+		loading := 0
+		for _, tp := range assigned {
+			if ok, _ := b.d.manager.CaughtUp(ctx, tp); !ok {
+				loading++
+			}
+		}
+		loadingAtRelease <- loading
+		return 1, nil
+	}
+	b.d.svc.pages = r
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	next := func(what string) int {
+		select {
+		case n := <-loadingAtRelease:
+			return n
+		case <-ctx.Done():
+			t.Fatalf("no release %s", what)
+			return 0
+		}
+	}
+	require.Equal(t, len(assigned), next("at the start"), "at the start no partition is assigned")
+
+	unlock := holdLock(t, b.dsn, "LOCK TABLE rlmm_segments IN ACCESS EXCLUSIVE MODE")
+	defer unlock()
+	_, err = b.client.OnPartitionLeadershipChanges(ctx, &pb.OnPartitionLeadershipChangesRequest{Leaders: tps[:10], Followers: tps[10:]})
+	require.NoError(t, err)
+	waitForLockWait(t, b.dsn) // the loads wait
+	unlock()
+	require.Equal(t, 0, next("after the loads"), "partitions still loading at the release after the change")
+	select {
+	case n := <-loadingAtRelease:
+		t.Fatalf("a second release after one change (%d loading)", n)
+	default:
+	}
+}
