@@ -615,6 +615,9 @@ final class EmbeddedRlmmd implements AutoCloseable, EmbeddedRlmmdMXBean {
         if (cfg.migrate()) {
             cmd.add("--migrate");
         }
+        if (cfg.releaseBinaryPages()) {
+            cmd.add("--release-binary-pages");
+        }
         if (cfg.memoryLimitMb() > 0) {
             cmd.add("--memory-limit");
             cmd.add(cfg.memoryLimitMb() + "MiB");

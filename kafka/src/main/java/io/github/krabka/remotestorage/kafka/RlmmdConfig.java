@@ -56,6 +56,12 @@ public final class RlmmdConfig extends AbstractConfig {
         + "the cache's segments hold no pointers, so a collection costs little (docs/BENCHMARKS.md, \"The embedded mode\").";
     public static final int EMBEDDED_GC_PERCENT_DEFAULT = 25;
 
+    public static final String EMBEDDED_RELEASE_BINARY_PAGES = "embedded.release.binary.pages";
+    public static final String EMBEDDED_RELEASE_BINARY_PAGES_DOC = "Embedded mode: after its start, and after each "
+        + "change of the broker's partitions once they are loaded, rlmmd asks the kernel to drop the pages of its "
+        + "binary that only it maps (rlmmd --release-binary-pages): code run only while it starts or loads, which "
+        + "would otherwise stay in its resident memory. The calls it serves fault back the few MB they run.";
+
     public static final String EMBEDDED_METRICS_LISTEN = "embedded.metrics.listen";
     public static final String EMBEDDED_METRICS_LISTEN_DOC = "Embedded mode: host:port of rlmmd's Prometheus "
         + "/metrics endpoint; empty (the default) turns it off, so that several brokers on one host do not collide.";
@@ -112,6 +118,7 @@ public final class RlmmdConfig extends AbstractConfig {
         .define(EMBEDDED_MEMORY_LIMIT_MB, Type.INT, EMBEDDED_MEMORY_LIMIT_MB_DEFAULT, Range.atLeast(0), Importance.LOW,
             EMBEDDED_MEMORY_LIMIT_MB_DOC)
         .define(EMBEDDED_GC_PERCENT, Type.INT, EMBEDDED_GC_PERCENT_DEFAULT, Range.atLeast(1), Importance.LOW, EMBEDDED_GC_PERCENT_DOC)
+        .define(EMBEDDED_RELEASE_BINARY_PAGES, Type.BOOLEAN, true, Importance.LOW, EMBEDDED_RELEASE_BINARY_PAGES_DOC)
         .define(EMBEDDED_METRICS_LISTEN, Type.STRING, "", Importance.LOW, EMBEDDED_METRICS_LISTEN_DOC)
         .define(EMBEDDED_START_TIMEOUT_MS, Type.LONG, EMBEDDED_START_TIMEOUT_MS_DEFAULT, Range.atLeast(1), Importance.LOW,
             EMBEDDED_START_TIMEOUT_MS_DOC)
@@ -178,6 +185,10 @@ public final class RlmmdConfig extends AbstractConfig {
 
     public int gcPercent() {
         return getInt(EMBEDDED_GC_PERCENT);
+    }
+
+    public boolean releaseBinaryPages() {
+        return getBoolean(EMBEDDED_RELEASE_BINARY_PAGES);
     }
 
     public String metricsListen() {

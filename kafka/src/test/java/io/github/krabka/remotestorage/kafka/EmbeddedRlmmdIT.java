@@ -153,6 +153,15 @@ class EmbeddedRlmmdIT {
                 m.onPartitionLeadershipChanges(Set.of(tp), Set.of());
                 write(m, tp, 0);
                 Fixture.await("isReady", () -> m.isReady(tp));
+                // The child drops its binary's pages once its partitions are loaded: code
+                // it ran to start stays out of its resident memory.
+                assertTrue(cmdline(pid).contains(" --release-binary-pages "), cmdline(pid));
+                Fixture.await("the child's release of its binary's pages after the loads",
+                    () -> logs.text().contains("rlmmd: released the binary's pages\" after=\"partitions loaded\""));
+                long binary = Files.size(Path.of(cmdline(pid).split(" ")[0]));
+                long file = ReadinessBench.status(pid, "RssFile:");
+                assertTrue(file < binary / 2, "the child's resident file pages, " + file / 1024 + " kB, are under half of its binary's "
+                    + binary / 1024 + " kB");
             }
             assertFalse(alive(pid), "the child is gone once close() returned");
             assertFalse(Files.exists(socketDir), "its socket's directory is removed");
@@ -377,11 +386,13 @@ class EmbeddedRlmmdIT {
         Path d = dir("two");
         String dsn = pg.database("embedded_two");
         try (RlmmdRemoteLogMetadataManager a = plugin(props(dsn, d));
-             RlmmdRemoteLogMetadataManager b = plugin(props(dsn, d, RlmmdConfig.EMBEDDED_GC_PERCENT, "60", RlmmdConfig.EMBEDDED_MEMORY_LIMIT_MB, "0"))) {
+             RlmmdRemoteLogMetadataManager b = plugin(props(dsn, d, RlmmdConfig.EMBEDDED_GC_PERCENT, "60", RlmmdConfig.EMBEDDED_MEMORY_LIMIT_MB, "0",
+                 RlmmdConfig.EMBEDDED_RELEASE_BINARY_PAGES, "false"))) {
             assertNotEquals(a.embeddedRlmmd().getPid(), b.embeddedRlmmd().getPid());
             long pid = b.embeddedRlmmd().getPid();
             assertEquals("60", environ(pid, "GOGC"), "embedded.gc.percent");
             assertFalse(cmdline(pid).contains("--memory-limit"), "embedded.memory.limit.mb=0: no limit: " + cmdline(pid));
+            assertFalse(cmdline(pid).contains("--release-binary-pages"), "embedded.release.binary.pages=false: " + cmdline(pid));
             TopicIdPartition tp = newTp();
             RemoteLogSegmentMetadata s = write(a, tp, 0);
             assertEquals(Optional.of(s.remoteLogSegmentId()), b.remoteLogSegmentMetadata(tp, 0, 50).map(x -> x.remoteLogSegmentId()),
