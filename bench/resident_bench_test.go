@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,19 +34,23 @@ import (
 // live set, every one loaded and CaughtUp, then 20,000 lookups at one
 // caller to reach the collector's steady state. It reports the child's
 // VmRSS, RssAnon and RssFile from /proc/PID/status, and the lookups' p99,
-// for each live set and GOGC (the plugin's embedded.gc.percent).
+// for each live set, GOGC (the plugin's embedded.gc.percent), and with the
+// binary's pages kept or released (embedded.release.binary.pages; then it
+// measures once rlmmd logged the release after the loads).
 //
 //	go test -run '^$' -bench 'Resident' -benchtime 1x -timeout 30m ./bench
 func BenchmarkResident(b *testing.B) {
 	bin := embeddedBinary(b)
 	for _, live := range []int{0, 40_000, 400_000} {
 		dsn, tps := liveSet(b, live)
-		for _, gogc := range []int{100, 50, 25} {
-			b.Run(fmt.Sprintf("live=%d/gogc=%d", live, gogc), func(b *testing.B) {
-				for b.Loop() {
-					measureResident(b, bin, dsn, tps, live, gogc)
-				}
-			})
+		for _, gogc := range []int{100, 25} {
+			for _, release := range []bool{false, true} {
+				b.Run(fmt.Sprintf("live=%d/gogc=%d/release=%t", live, gogc, release), func(b *testing.B) {
+					for b.Loop() {
+						measureResident(b, bin, dsn, tps, live, gogc, release)
+					}
+				})
+			}
 		}
 	}
 }
@@ -94,15 +99,33 @@ FROM generate_series(0, $2::int - 1) p, generate_series(0, $3::int - 1) i`, topi
 	return dsn, tps
 }
 
-func measureResident(b *testing.B, bin, dsn string, tps []*pb.TopicIdPartition, live, gogc int) {
+func measureResident(b *testing.B, bin, dsn string, tps []*pb.TopicIdPartition, live, gogc int, release bool) {
 	ctx := context.Background()
 	sock := filepath.Join(b.TempDir(), "rlmmd.sock")
-	cmd := exec.Command(bin, "--listen", "unix:"+sock, "--metrics-listen", "", "--stop-on-stdin-eof", "--log-level", "warn")
+	args := []string{"--listen", "unix:" + sock, "--metrics-listen", "", "--stop-on-stdin-eof"}
+	if release {
+		args = append(args, "--release-binary-pages")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "GOGC="+strconv.Itoa(gogc))
-	cmd.Stderr = os.Stderr
+	stderr, err := cmd.StderrPipe()
+	require.NoError(b, err)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(b, err)
 	require.NoError(b, cmd.Start())
+	// Its warnings and errors are shown; the releases are counted.
+	var releases atomic.Int32
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case strings.Contains(line, "released the binary's pages"):
+				releases.Add(1)
+			case !strings.Contains(line, "level=INFO"):
+				fmt.Fprintln(os.Stderr, line)
+			}
+		}
+	}()
 	defer func() {
 		_ = stdin.Close() // the child stops at its end, as it does when the broker dies
 		_ = cmd.Wait()
@@ -145,6 +168,13 @@ func measureResident(b *testing.B, bin, dsn string, tps []*pb.TopicIdPartition, 
 		lat = append(lat, time.Since(t0))
 	}
 	slices.Sort(lat)
+	if release {
+		want := int32(1) // at the start
+		if len(tps) > 0 {
+			want = 2 // and after the loads
+		}
+		testwait.Until(b, "rlmmd's releases of its binary's pages", func() bool { return releases.Load() >= want })
+	}
 	st := procStatus(b, cmd.Process.Pid)
 	b.ReportMetric(float64(st["VmRSS"])/1e6, "rss-MB")
 	b.ReportMetric(float64(st["RssAnon"])/1e6, "anon-MB")

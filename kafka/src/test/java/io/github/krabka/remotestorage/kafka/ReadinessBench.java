@@ -172,8 +172,14 @@ class ReadinessBench {
                 assertEquals((long) live * partitions, liveSegments(m, tps), "live segments in the store");
             }
             // The plugin in the embedded mode: its child's memory is the broker host's cost of the metadata.
-            Restart pl = restart(cluster, tps, Map.of("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName(),
-                "rlmm.config." + RlmmdConfig.DATABASE_URL, rlmmd.dsn));
+            Restart pl;
+            try (LogCapture logs = new LogCapture()) {
+                pl = restart(cluster, tps, Map.of("remote.log.metadata.manager.class.name", RlmmdRemoteLogMetadataManager.class.getName(),
+                    "rlmm.config." + RlmmdConfig.DATABASE_URL, rlmmd.dsn));
+                // The child's memory as it serves: once it dropped its binary's pages after the loads.
+                String released = "rlmmd[" + TieredBrokers.childPid(0) + "] msg=\"rlmmd: released the binary's pages\" after=\"partitions loaded\"";
+                Fixture.await("the child's release of its binary's pages", () -> logs.text().contains(released));
+            }
             long plHeap = heapAfterGc() - heap0;
             long plOwn = ownObjects();
             System.out.println("ReadinessBench: the heap's largest classes with the plugin:\n" + largestClasses(12));
@@ -183,10 +189,12 @@ class ReadinessBench {
             // The child's own share: another embedded plugin's child on the same database, serving, holding no partition.
             long idleRss;
             long idleAnon;
-            try (RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager()) {
+            try (LogCapture logs = new LogCapture(); RlmmdRemoteLogMetadataManager m = new RlmmdRemoteLogMetadataManager()) {
                 m.configure(Map.of(RlmmdConfig.DATABASE_URL, rlmmd.dsn, "broker.id", "idle"));
                 m.remoteLogSegmentMetadata(tps.get(0), 0, 0);
                 long idle = m.embeddedRlmmd().getPid();
+                String released = "rlmmd[" + idle + "] msg=\"rlmmd: released the binary's pages\" after=started";
+                Fixture.await("the idle child's release of its binary's pages", () -> logs.text().contains(released));
                 idleRss = status(idle, "VmRSS:");
                 idleAnon = status(idle, "RssAnon:");
             }
