@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,31 +15,15 @@ import (
 // file pages. Not parallel: parallel tests running beside it would fault
 // their code back meanwhile.
 func TestReleaseBinaryPages(t *testing.T) {
-	before := rssFile(t)
+	before := residentFileBytes()
 	n, err := releaseBinaryPages()
 	require.NoError(t, err)
-	after := rssFile(t)
+	after := residentFileBytes()
 	st, err := os.Stat("/proc/self/exe")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, st.Size()/2, "the mappings span the binary")
+	require.Positive(t, before)
 	require.Less(t, after, before/2, "RssFile %d kB before the release, %d kB after", before>>10, after>>10)
-}
-
-// rssFile is this process's RssFile, in bytes.
-func rssFile(t *testing.T) int64 {
-	f, err := os.Open("/proc/self/status")
-	require.NoError(t, err)
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "RssFile:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(v, "kB")), 10, 64)
-			require.NoError(t, err)
-			return kb << 10
-		}
-	}
-	t.Fatal("no RssFile in /proc/self/status")
-	return 0
 }
 
 // TestPageReleaserWaitsForLoads: through rlmmd's service, the pages are
