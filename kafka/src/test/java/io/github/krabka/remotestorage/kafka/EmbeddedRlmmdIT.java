@@ -159,7 +159,7 @@ class EmbeddedRlmmdIT {
                 Fixture.await("the child's release of its binary's pages after the loads",
                     () -> logs.text().contains("rlmmd: released the binary's pages\" after=\"partitions loaded\""));
                 long binary = Files.size(Path.of(cmdline(pid).split(" ")[0]));
-                long file = ReadinessBench.status(pid, "RssFile:");
+                long file = Fixture.procStatus(pid, "RssFile:");
                 assertTrue(file < binary / 2, "the child's resident file pages, " + file / 1024 + " kB, are under half of its binary's "
                     + binary / 1024 + " kB");
             }

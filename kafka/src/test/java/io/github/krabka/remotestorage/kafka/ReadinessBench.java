@@ -184,8 +184,8 @@ class ReadinessBench {
             long plOwn = ownObjects();
             System.out.println("ReadinessBench: the heap's largest classes with the plugin:\n" + largestClasses(12));
             long child = TieredBrokers.childPid(0);
-            long rss = status(child, "VmRSS:");
-            long anon = status(child, "RssAnon:");
+            long rss = Fixture.procStatus(child, "VmRSS:");
+            long anon = Fixture.procStatus(child, "RssAnon:");
             // The child's own share: another embedded plugin's child on the same database, serving, holding no partition.
             long idleRss;
             long idleAnon;
@@ -195,8 +195,8 @@ class ReadinessBench {
                 long idle = m.embeddedRlmmd().getPid();
                 String released = "rlmmd[" + idle + "] msg=\"rlmmd: released the binary's pages\" after=started";
                 Fixture.await("the idle child's release of its binary's pages", () -> logs.text().contains(released));
-                idleRss = status(idle, "VmRSS:");
-                idleAnon = status(idle, "RssAnon:");
+                idleRss = Fixture.procStatus(idle, "VmRSS:");
+                idleAnon = Fixture.procStatus(idle, "RssAnon:");
             }
             Result r = new Result(records, (long) live * partitions, partitions, writeS, tb, tbHeap, importS, applied, pl, plHeap, plOwn, rss, idleRss, anon, idleAnon);
             String line = String.format(Locale.ROOT, "ReadinessBench: H=%d records (%d user partitions, %d live segments), written in %.1f s; "
@@ -417,15 +417,6 @@ class ReadinessBench {
     }
 
     /** A size field of /proc/PID/status (VmRSS:, RssAnon:), in bytes. */
-    static long status(long pid, String field) throws IOException {
-        for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
-            if (line.startsWith(field)) {
-                return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-            }
-        }
-        throw new IOException("no " + field + " in /proc/" + pid + "/status");
-    }
-
     /** Time to ready against H, both managers, log-log. */
     static String plot(List<Result> rs) {
         int w = 640;
