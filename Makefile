@@ -73,11 +73,14 @@ check-generated: $(SQLC) check-generated-proto ## Fail when the baseline migrati
 	$(SQLC) diff
 
 .PHONY: test-deps
-test-deps: # The tests run a real PgBouncer (Debian's package): install it when missing.
-	@if [ ! -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then \
-		echo "installing pgbouncer (apt-get)"; \
+test-deps: # The tests run a real PgBouncer, and fail the network with nftables (Debian's packages): install them when missing.
+	@missing=; \
+	if [ ! -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then missing="$$missing pgbouncer"; fi; \
+	if [ ! -x /usr/sbin/nft ] && ! command -v nft >/dev/null 2>&1; then missing="$$missing nftables"; fi; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (apt-get)"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq pgbouncer >/dev/null; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 # The throwaway servers run the embedded PostgreSQL binaries, which mvn

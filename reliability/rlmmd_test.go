@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	rs "github.com/krabka/remotestorage"
+	"github.com/krabka/remotestorage/internal/netfault"
 	"github.com/krabka/remotestorage/internal/testwait"
 	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
 )
@@ -84,6 +85,7 @@ type rlmmdProcess struct {
 	name string
 	dsn  string
 	addr string
+	ns   *netfault.Namespace // nil: this machine's network
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -99,7 +101,14 @@ var servingLine = regexp.MustCompile(`msg="rlmmd: serving".* listen=(\S+)`)
 // detector reported anything in it.
 func startRlmmd(t *testing.T, name, dsn string) *rlmmdProcess {
 	t.Helper()
-	p := &rlmmdProcess{t: t, name: name, dsn: dsn}
+	return startRlmmdIn(t, name, dsn, nil)
+}
+
+// startRlmmdIn starts rlmmd as startRlmmd does, in network namespace ns
+// (nil: this machine's), listening on a unix socket.
+func startRlmmdIn(t *testing.T, name, dsn string, ns *netfault.Namespace) *rlmmdProcess {
+	t.Helper()
+	p := &rlmmdProcess{t: t, name: name, dsn: dsn, ns: ns}
 	t.Cleanup(func() {
 		p.stop()
 		p.mu.Lock()
@@ -111,7 +120,16 @@ func startRlmmd(t *testing.T, name, dsn string) *rlmmdProcess {
 			t.Logf("%s's log, last lines:\n%s", p.name, strings.Join(p.log[max(0, len(p.log)-40):], "\n"))
 		}
 	})
-	p.start("127.0.0.1:0")
+	if ns != nil {
+		// A unix socket: the test reaches it from this machine's network,
+		// and rlmmd serves plaintext on nothing else but loopback.
+		p.start("unix:" + filepath.Join(t.TempDir(), "rlmmd.sock"))
+		if !strings.HasPrefix(p.addr, "unix:") {
+			p.addr = "unix:" + p.addr // rlmmd names the socket by its path
+		}
+	} else {
+		p.start("127.0.0.1:0")
+	}
 	return p
 }
 
@@ -120,7 +138,11 @@ func startRlmmd(t *testing.T, name, dsn string) *rlmmdProcess {
 func (p *rlmmdProcess) start(listen string) {
 	t := p.t
 	t.Helper()
-	cmd := exec.Command(rlmmdBinary(t), "--listen", listen, "--database-url", p.dsn, "--metrics-listen", "", "--shutdown-timeout", "5s")
+	args := []string{"--listen", listen, "--database-url", p.dsn, "--metrics-listen", "", "--shutdown-timeout", "5s"}
+	cmd := exec.Command(rlmmdBinary(t), args...)
+	if p.ns != nil {
+		cmd = p.ns.Command(rlmmdBinary(t), args...)
+	}
 	cmd.Env = rlmmdEnv()
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

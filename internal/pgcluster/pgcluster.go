@@ -35,6 +35,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -62,6 +63,11 @@ type Options struct {
 	// certificate and key (see [CA]). Clients may still connect without
 	// TLS; sslmode=verify-full makes them insist and check the certificate.
 	TLSCert, TLSKey []byte
+	// TrustHosts are more client addresses pg_hba.conf trusts over TCP
+	// (127.0.0.1 always is), such as a network namespace's end of a veth
+	// pair; give listen_addresses in ExtraConf for the server to listen
+	// where they reach it.
+	TrustHosts []netip.Addr
 }
 
 // ShutdownMode is a pg_ctl stop mode.
@@ -134,6 +140,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"host  all         all 127.0.0.1/32 trust\n" +
 		"local replication all              trust\n" +
 		"host  replication all 127.0.0.1/32 trust\n"
+	for _, a := range opts.TrustHosts {
+		hba += fmt.Sprintf("host  all         all %s trust\n", netip.PrefixFrom(a, a.BitLen()))
+	}
 	if err := c.writeFile(filepath.Join(c.dataDir, "pg_hba.conf"), hba); err != nil {
 		return nil, err
 	}
