@@ -12,7 +12,8 @@ import (
 
 // releaseBinaryPages advises MADV_PAGEOUT over each mapping of the running
 // binary's file (/proc/self/maps), and returns how many bytes they span.
-// The kernel drops the clean pages that no other process maps: another
+// It writes the file's dirty pages first. The kernel drops the pages that
+// no other process maps: another
 // rlmmd running the same file keeps its pages. Private pages this process
 // wrote (its data) are anonymous and stay.
 func releaseBinaryPages() (int64, error) {
@@ -34,6 +35,11 @@ func releaseBinaryPages() (int64, error) {
 		return 0, err
 	}
 	defer func() { _ = bin.Close() }()
+	// A binary written just before it ran (the plugin unpacks it so) may
+	// still have dirty pages, which neither advice drops: write them first.
+	if err := unix.Fdatasync(int(bin.Fd())); err != nil {
+		return 0, fmt.Errorf("fdatasync of %s: %w", exe, err)
+	}
 	if err := unix.Fadvise(int(bin.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		return 0, fmt.Errorf("fadvise(POSIX_FADV_DONTNEED) of %s: %w", exe, err)
 	}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,18 +16,41 @@ import (
 )
 
 // TestReleaseBinaryPages: the advice drops this test binary's resident
-// file pages. Not parallel: parallel tests running beside it would fault
-// their code back meanwhile.
+// file pages. It runs the release in a new process of the test binary (the
+// first release of a process, as rlmmd's at its start, and not after what
+// the earlier tests faulted in), from a copy of the binary, whose pages no
+// other process maps.
+// The copy is written just before it runs, as the plugin unpacks rlmmd, so
+// its pages are dirty until the release writes them. Not parallel: parallel
+// tests running beside it would fault their code back meanwhile.
 func TestReleaseBinaryPages(t *testing.T) {
-	before := residentFileBytes()
-	n, err := releaseBinaryPages()
+	if os.Getenv("RLMMD_TEST_RELEASE_CHILD") != "" {
+		before := residentFileBytes()
+		n, err := releaseBinaryPages()
+		after := residentFileBytes()
+		fmt.Printf("release: mapped=%d before=%d after=%d err=%v\n", n, before, after, err)
+		return
+	}
+	// A copy: pages this process maps too would be shared, and stay.
+	exe, err := os.ReadFile("/proc/self/exe")
 	require.NoError(t, err)
-	after := residentFileBytes()
-	st, err := os.Stat("/proc/self/exe")
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, n, st.Size()/2, "the mappings span the binary")
+	copied := filepath.Join(t.TempDir(), "rlmmd.test")
+	require.NoError(t, os.WriteFile(copied, exe, 0o755))
+	cmd := exec.Command(copied, "-test.run", "^TestReleaseBinaryPages$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), "RLMMD_TEST_RELEASE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var n, before, after int64
+	var releaseErr string
+	i := bytes.Index(out, []byte("release: "))
+	require.GreaterOrEqual(t, i, 0, "the child's report in %s", out)
+	_, err = fmt.Sscanf(string(out[i:]), "release: mapped=%d before=%d after=%d err=%s", &n, &before, &after, &releaseErr)
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "<nil>", releaseErr)
+	require.GreaterOrEqual(t, n, int64(len(exe))/2, "the mappings span the binary")
 	require.Positive(t, before)
 	require.Less(t, after, before/2, "RssFile %d kB before the release, %d kB after", before>>10, after>>10)
+	t.Logf("RssFile %d kB before the release, %d kB after", before>>10, after>>10)
 }
 
 // TestPageReleaserWaitsForLoads: through rlmmd's service, the pages are
