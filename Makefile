@@ -398,3 +398,32 @@ test-database-url: pg-user test-deps ## The DATABASE_URL route against docker-co
 	$(GO) test $(TEST_CONTAINER_FLAGS) -v -run '$(TEST_CONTAINER_RUN)' $(TEST_CONTAINER_PKGS) 2>&1 | $(TEST_CONTAINER_FILTER) || status=$$?; \
 	$(MAKE) db-down; exit $$status
 # ---- end of Containers ----
+
+# ---- The operators' kit (deploy/): the rlmmd image, the systemd unit, the
+# alert rules and the dashboard, tested against a real rlmmd (docs/OPERATIONS.md).
+RLMMD_IMAGE ?= localhost/remotestorage-rlmmd:latest
+OPS_TEST_FLAGS ?= -count=1 -timeout 15m
+
+.PHONY: image-rlmmd
+image-rlmmd: ## Build the rlmmd image (RLMMD_IMAGE): a static rlmmd FROM scratch, non-root, its health check rlmmd --health-probe.
+	@deploy/image/build.sh $(PG_IMAGE_ENGINE) $(RLMMD_IMAGE)
+
+# promtool is in Debian's prometheus package; podman (and its set-up) as
+# for the container route; systemd-analyze in systemd.
+.PHONY: ops-deps
+ops-deps:
+	@missing=; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (apt-get)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then $$SUDO apt-get update -qq; fi; \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@if [ "$(PG_IMAGE_ENGINE)" = podman ]; then internal/pgtest/image/podman-setup.sh >/dev/null 2>&1 </dev/null || internal/pgtest/image/podman-setup.sh </dev/null; fi
+
+.PHONY: ops-test
+ops-test: pg-user pg-deps ops-deps image-rlmmd ## The kit's tests (deploy/, build tag opskit): metric names of the rules and dashboard against a real rlmmd's scrape, promtool, the image, the systemd unit (~2 min).
+	cd deploy && RLMMD_IMAGE=$(RLMMD_IMAGE) CONTAINER_ENGINE=$(PG_IMAGE_ENGINE) \
+		$(GO) test -tags opskit $(OPS_TEST_FLAGS) -v ./... 2>&1 | $(TEST_CONTAINER_FILTER); exit $${PIPESTATUS[0]}
