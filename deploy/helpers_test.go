@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -348,5 +347,3 @@ func mustAbs(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return p
 }
-
-var _ = strings.TrimSpace
