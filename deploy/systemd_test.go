@@ -29,7 +29,7 @@ func unit(t *testing.T) map[string][]string {
 	t.Helper()
 	f, err := os.Open(unitFile)
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	out := map[string][]string{}
 	section := ""
 	sc := bufio.NewScanner(f)
