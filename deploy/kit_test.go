@@ -374,3 +374,57 @@ func expectAlert(r rulefmt.Rule, labels map[string]string, value string) map[str
 	}
 	return map[string]any{"exp_labels": all, "exp_annotations": ann}
 }
+
+// docMetrics are the metrics of docs/OPERATIONS.md's table under
+// "Observability", each with the type the table gives it; a span such as
+// `rlmm_pool_{idle,max}_connections` names each of its alternatives.
+func docMetrics(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(repo + "/docs/OPERATIONS.md")
+	require.NoError(t, err)
+	doc := string(raw)
+	start := strings.Index(doc, "\n## Observability")
+	require.GreaterOrEqual(t, start, 0)
+	end := strings.Index(doc[start+1:], "\n## ")
+	require.Positive(t, end)
+	span := regexp.MustCompile("`([a-z_]*)(?:\\{([a-z_,]+)\\})?([a-z_]*)`")
+	out := map[string]string{}
+	for _, line := range strings.Split(doc[start:start+1+end], "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`rlmm") {
+			continue
+		}
+		kind := strings.TrimSpace(cells[2])
+		for _, m := range span.FindAllStringSubmatch(cells[1], -1) {
+			alts := []string{""}
+			if m[2] != "" {
+				alts = strings.Split(m[2], ",")
+			}
+			for _, a := range alts {
+				out[m[1]+a+m[3]] = kind
+			}
+		}
+	}
+	require.NotEmpty(t, out, "docs/OPERATIONS.md's table of metrics")
+	return out
+}
+
+// TestDocsNameWhatRlmmdExports: every metric docs/OPERATIONS.md's table
+// names is one rlmmd exports, of the type the table says.
+func TestDocsNameWhatRlmmdExports(t *testing.T) {
+	t.Parallel()
+	families := busyRlmmd(t)
+	types := map[dto.MetricType]string{dto.MetricType_COUNTER: "counter", dto.MetricType_GAUGE: "gauge", dto.MetricType_HISTOGRAM: "histogram"}
+	var problems []string
+	for _, name := range sortedKeys(docMetrics(t)) {
+		kind := docMetrics(t)[name]
+		f, ok := families[name]
+		switch {
+		case !ok:
+			problems = append(problems, name+" is not exported")
+		case types[f.GetType()] != kind:
+			problems = append(problems, fmt.Sprintf("%s is a %s, the table says %s", name, types[f.GetType()], kind))
+		}
+	}
+	require.Empty(t, problems, "docs/OPERATIONS.md's table of metrics against rlmmd's scrape")
+}
