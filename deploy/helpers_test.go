@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -253,7 +254,12 @@ type broker struct {
 
 func dialRlmmd(t *testing.T, target string) broker {
 	t.Helper()
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialRlmmdWith(t, target, insecure.NewCredentials())
+}
+
+func dialRlmmdWith(t *testing.T, target string, creds credentials.TransportCredentials) broker {
+	t.Helper()
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	return broker{conn: conn, client: pb.NewRemoteLogMetadataServiceClient(conn)}

@@ -4,6 +4,8 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/url"
 	"os"
@@ -16,9 +18,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
+	"github.com/krabka/remotestorage/internal/pgcluster"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/testwait"
+	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
 )
 
 // engine runs the container engine (podman, or docker where one answers:
@@ -135,4 +142,57 @@ func TestImageWithoutDatabaseURL(t *testing.T) {
 	require.ErrorAs(t, err, &exit, out)
 	require.Equal(t, 1, exit.ExitCode(), out)
 	require.Contains(t, out, fmt.Sprintf("rlmmd --health-probe: 127.0.0.1:%d", port))
+}
+
+// TestImageMutualTLS: the TLS files named by the environment: with
+// RLMMD_TLS_CERT, RLMMD_TLS_KEY and RLMMD_TLS_CLIENT_CA the image listens
+// beyond loopback, its health check passes with the probe's certificate
+// (RLMMD_HEALTH_PROBE_CERT, RLMMD_HEALTH_PROBE_KEY), and it serves a
+// client with a certificate of that CA, not one without.
+func TestImageMutualTLS(t *testing.T) {
+	t.Parallel()
+	image := rlmmdImage(t)
+	dsn, volume := containerDSN(t, pgtest.NewDatabase(t))
+	ca, err := pgcluster.NewCA("rlmmd image test CA")
+	require.NoError(t, err)
+	srvCert, srvKey, err := ca.Issue("localhost", "127.0.0.1")
+	require.NoError(t, err)
+	probeCert, probeKey, err := ca.IssueClient("health-probe")
+	require.NoError(t, err)
+	cliCert, cliKey, err := ca.IssueClient("broker-1")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	for name, pem := range map[string][]byte{"srv.crt": srvCert, "srv.key": srvKey, "ca.crt": ca.CertPEM(), "probe.crt": probeCert, "probe.key": probeKey} {
+		// Readable by the image's user: a test's throwaway keys.
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), pem, 0o644))
+	}
+	port := freePort(t)
+	name := "rlmmd-opskit-" + uuid.NewString()[:8]
+	t.Cleanup(func() { _, _ = engine(t, "rm", "-f", name) })
+	out, err := engine(t, "run", "-d", "--name", name, "--network", "host", "-v", volume, "-v", dir+":/tls:ro",
+		"-e", "DATABASE_URL="+dsn,
+		"-e", fmt.Sprintf("RLMMD_LISTEN=0.0.0.0:%d", port),
+		"-e", fmt.Sprintf("RLMMD_METRICS_LISTEN=127.0.0.1:%d", freePort(t)),
+		"-e", "RLMMD_TLS_CERT=/tls/srv.crt", "-e", "RLMMD_TLS_KEY=/tls/srv.key", "-e", "RLMMD_TLS_CLIENT_CA=/tls/ca.crt",
+		"-e", "RLMMD_HEALTH_PROBE_CERT=/tls/probe.crt", "-e", "RLMMD_HEALTH_PROBE_KEY=/tls/probe.key",
+		image)
+	require.NoError(t, err, out)
+	testwait.Until(t, "the image's health check passes over mutual TLS", func() bool {
+		_, err := engine(t, "healthcheck", "run", name)
+		return err == nil
+	})
+
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(ca.CertPEM()))
+	pair, err := tls.X509KeyPair(cliCert, cliKey)
+	require.NoError(t, err)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	b := dialRlmmdWith(t, addr, credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1", Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}))
+	b.healthy(t)
+	b.addAndReadBack(t)
+
+	noCert := dialRlmmdWith(t, addr, credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}))
+	_, err = noCert.client.CaughtUp(callCtx(t), &pb.CaughtUpRequest{TopicIdPartition: newTP()})
+	require.Equal(t, codes.Unavailable, status.Code(err), "a client without a certificate: %v", err)
 }
