@@ -401,3 +401,47 @@ test-database-url: pg-user test-deps ## The DATABASE_URL route against docker-co
 	$(GO) test $(TEST_CONTAINER_FLAGS) -v -run '$(TEST_CONTAINER_RUN)' $(TEST_CONTAINER_PKGS) 2>&1 | $(TEST_CONTAINER_FILTER) || status=$$?; \
 	$(MAKE) db-down; exit $$status
 # ---- end of Containers ----
+
+# ---- The operators' kit (deploy/): the rlmmd image, the systemd unit, the
+# alert rules and the dashboard, tested against a real rlmmd (docs/OPERATIONS.md).
+RLMMD_IMAGE ?= localhost/remotestorage-rlmmd:latest
+OPS_TEST_FLAGS ?= -count=1 -timeout 15m
+
+# The engine the image is built and run with: docker where a daemon answers;
+# else podman, set up as for the container route (podman-setup.sh, as root:
+# idempotent; its API service must not hold make's output open).
+.PHONY: ops-engine
+ops-engine:
+	@engine=$$($(PG_IMAGE_DIR)/engine.sh name 2>/dev/null || true); \
+	if [ "$$engine" != docker ] && { [ -z "$$engine" ] || [ "$$(id -u)" = 0 ]; }; then \
+		$(PG_IMAGE_DIR)/podman-setup.sh </dev/null >/dev/null 2>&1 || { echo "internal/pgtest/image/podman-setup.sh failed: run it for its error" >&2; exit 1; }; \
+	fi
+
+.PHONY: image-rlmmd
+image-rlmmd: ops-engine ## Build the rlmmd image (RLMMD_IMAGE): a static rlmmd FROM scratch, non-root, its health check rlmmd --health-probe.
+	@deploy/image/build.sh $(PG_IMAGE_ENGINE) $(RLMMD_IMAGE)
+
+# promtool comes from Debian's prometheus package: on PATH, or else taken
+# out of the package into bin/ (apt-get download; installing the package
+# would also start a Prometheus server). systemd-analyze is systemd's.
+.PHONY: ops-deps
+ops-deps:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	if ! command -v systemd-analyze >/dev/null 2>&1; then \
+		echo "installing systemd (apt-get)"; \
+		if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then $$SUDO apt-get update -qq; fi; \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends systemd >/dev/null; \
+	fi; \
+	if ! command -v promtool >/dev/null 2>&1 && [ ! -x $(BIN)/promtool ]; then \
+		echo "taking promtool out of Debian's prometheus package (apt-get download) into $(BIN)/promtool"; \
+		if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then $$SUDO apt-get update -qq; fi; \
+		tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		(cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null) && \
+		dpkg-deb -x "$$tmp"/prometheus_*.deb "$$tmp/root" && \
+		mkdir -p $(BIN) && install -m 0755 "$$tmp/root/usr/bin/promtool" $(BIN)/promtool; \
+	fi
+
+.PHONY: ops-test
+ops-test: pg-user pg-deps ops-deps image-rlmmd ## The kit's tests (deploy/, build tag opskit): metric names of the rules and dashboard against a real rlmmd's scrape, promtool, the image, the systemd unit (~2 min).
+	set -o pipefail; cd deploy && PATH="$$PATH:$(BIN)" RLMMD_IMAGE=$(RLMMD_IMAGE) CONTAINER_ENGINE=$(PG_IMAGE_ENGINE) \
+		$(GO) test -tags opskit $(OPS_TEST_FLAGS) -v ./... 2>&1 | $(TEST_CONTAINER_FILTER)

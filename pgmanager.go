@@ -36,6 +36,9 @@ type PgManager struct {
 	side    *cache.SideConn // the connection of the manager's background statements
 	purger  *purger         // the background purge (purger.go); nil when off
 	purged  atomic.Int64
+	// lastPurge is the Unix time in nanoseconds at which a purge last
+	// succeeded; 0 before the first.
+	lastPurge atomic.Int64
 }
 
 var _ RemoteLogMetadataManager = (*PgManager)(nil)
@@ -733,6 +736,7 @@ func (m *PgManager) PurgeForgotten(ctx context.Context, olderThan time.Duration)
 		// it may have skipped rows another purge holds, and that purge
 		// goes on.
 		if r.Segments == 0 && len(r.TopicIds) == 0 {
+			m.lastPurge.Store(time.Now().UnixNano())
 			return total, nil
 		}
 	}
@@ -742,6 +746,19 @@ func (m *PgManager) PurgeForgotten(ctx context.Context, olderThan time.Duration)
 // background and through PurgeForgotten: Instrument exports it as
 // rlmm_purged_segments_total.
 func (m *PgManager) PurgedSegments() int64 { return m.purged.Load() }
+
+// LastPurge is when a purge (the background one or PurgeForgotten) last
+// went through to its end without an error, on this process's clock; the
+// zero time before the first. Instrument exports it as
+// rlmm_purge_last_success_timestamp_seconds, so that an alert sees a purge
+// that keeps failing, or no longer runs.
+func (m *PgManager) LastPurge() time.Time {
+	ns := m.lastPurge.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
 
 // readOptional runs a read of at most one row on the reader pool: no row is
 // (zero, false, nil), and any other failure an ErrIO described by format.

@@ -381,3 +381,25 @@ func TestPurgeOfADeletedPartitionReloadsItAlone(t *testing.T) {
 	defer mu.Unlock()
 	require.Zero(t, reloaded[live], "the purge made the cache reload a partition it did not touch")
 }
+
+// LastPurge is the zero time until a purge succeeds, then the time of the
+// last one that did; a failed purge leaves it as it was.
+func TestLastPurge(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	m := newPurgeManager(t, pgtest.NewDatabase(t))
+	require.True(t, m.LastPurge().IsZero(), "no purge yet")
+
+	before := time.Now()
+	_, err := m.PurgeForgotten(ctx, 0)
+	require.NoError(t, err)
+	first := m.LastPurge()
+	require.False(t, first.Before(before), "the purge's end is after its start")
+	require.False(t, first.After(time.Now()))
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = m.PurgeForgotten(canceled, 0)
+	require.ErrorIs(t, err, rs.ErrIO)
+	require.Equal(t, first, m.LastPurge(), "a failed purge does not count")
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,8 +90,11 @@ var durationBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16)
 //	                                                 invalid_partition_delete_transition, not_ready,
 //	                                                 io, other
 //	rlmm_pool_*{pool}                                with WithPoolStats: see poolStatsCollector
+//	rlmm_caught_up_answers_total{answer}             CaughtUp's answers: "true" or "false"
 //	rlmm_purged_segments_total                       segments the wrapped manager purged (PurgeForgotten
 //	                                                 and its background purge), when it purges
+//	rlmm_purge_last_success_timestamp_seconds        when a purge last succeeded (Unix seconds, 0 before
+//	                                                 the first), when the wrapped manager says (LastPurge)
 //
 // operation is the method name, e.g. "RemoteLogSegmentMetadata". A stream's
 // duration is the time spent in the stream, not in the caller's loop body.
@@ -99,8 +103,9 @@ type InstrumentedManager struct {
 	logger   *slog.Logger
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
-	pools    *poolStatsCollector  // nil without WithPoolStats
-	purged   prometheus.Collector // nil when the wrapped manager does not purge
+	caughtUp *prometheus.CounterVec
+	pools    *poolStatsCollector    // nil without WithPoolStats
+	purge    []prometheus.Collector // what the wrapped manager says of its purges
 }
 
 var (
@@ -137,6 +142,12 @@ func Instrument(m rs.Manager, opts ...InstrumentOption) *InstrumentedManager {
 			Help:        "Failed remote log metadata operations, by the sentinel error they wrap.",
 			ConstLabels: c.constLabels,
 		}, []string{"operation", "error"}),
+		caughtUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   "rlmm",
+			Name:        "caught_up_answers_total",
+			Help:        "CaughtUp's answers (what a broker's isReady asks), by answer: a partition answered false for long has a cache that does not catch up.",
+			ConstLabels: c.constLabels,
+		}, []string{"answer"}),
 	}
 	// Every series exists from the start, at zero, so that rate() and
 	// alerts see the first error.
@@ -147,16 +158,32 @@ func Instrument(m rs.Manager, opts ...InstrumentOption) *InstrumentedManager {
 		}
 		im.errors.WithLabelValues(op, errLabelOther)
 	}
+	im.caughtUp.WithLabelValues("true")
+	im.caughtUp.WithLabelValues("false")
 	if len(c.pools) > 0 {
 		im.pools = newPoolStatsCollector(c.pools, c.constLabels)
 	}
 	if p, ok := m.(interface{ PurgedSegments() int64 }); ok {
-		im.purged = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		im.purge = append(im.purge, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace:   "rlmm",
 			Name:        "purged_segments_total",
 			Help:        "Forgotten segments this manager deleted (purge.go), in the background and through PurgeForgotten.",
 			ConstLabels: c.constLabels,
-		}, func() float64 { return float64(p.PurgedSegments()) })
+		}, func() float64 { return float64(p.PurgedSegments()) }))
+	}
+	if p, ok := m.(interface{ LastPurge() time.Time }); ok {
+		im.purge = append(im.purge, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace:   "rlmm",
+			Name:        "purge_last_success_timestamp_seconds",
+			Help:        "When a purge of forgotten segments (background or PurgeForgotten) last succeeded, in Unix seconds; 0 before the first.",
+			ConstLabels: c.constLabels,
+		}, func() float64 {
+			t := p.LastPurge()
+			if t.IsZero() {
+				return 0
+			}
+			return float64(t.UnixNano()) / 1e9
+		}))
 	}
 	if c.registerer != nil {
 		if err := c.registerer.Register(im); err != nil {
@@ -173,11 +200,12 @@ func (im *InstrumentedManager) Unwrap() rs.Manager { return im.m }
 func (im *InstrumentedManager) Describe(ch chan<- *prometheus.Desc) {
 	im.duration.Describe(ch)
 	im.errors.Describe(ch)
+	im.caughtUp.Describe(ch)
 	if im.pools != nil {
 		im.pools.Describe(ch)
 	}
-	if im.purged != nil {
-		im.purged.Describe(ch)
+	for _, c := range im.purge {
+		c.Describe(ch)
 	}
 }
 
@@ -185,11 +213,12 @@ func (im *InstrumentedManager) Describe(ch chan<- *prometheus.Desc) {
 func (im *InstrumentedManager) Collect(ch chan<- prometheus.Metric) {
 	im.duration.Collect(ch)
 	im.errors.Collect(ch)
+	im.caughtUp.Collect(ch)
 	if im.pools != nil {
 		im.pools.Collect(ch)
 	}
-	if im.purged != nil {
-		im.purged.Collect(ch)
+	for _, c := range im.purge {
+		c.Collect(ch)
 	}
 }
 
@@ -310,7 +339,11 @@ func (im *InstrumentedManager) PutRemotePartitionDeleteMetadata(ctx context.Cont
 // CaughtUp implements RemoteLogMetadataManager.
 func (im *InstrumentedManager) CaughtUp(ctx context.Context, tp rs.TopicIDPartition) (_ bool, err error) {
 	defer im.record(ctx, opCaughtUp, time.Now(), &err, attrsOf(tp))
-	return im.m.CaughtUp(ctx, tp)
+	ok, err := im.m.CaughtUp(ctx, tp)
+	if err == nil {
+		im.caughtUp.WithLabelValues(strconv.FormatBool(ok)).Inc()
+	}
+	return ok, err
 }
 
 // RemoteLogSize implements KafkaExtensions.

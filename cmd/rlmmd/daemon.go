@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,6 +55,8 @@ type daemon struct {
 	svc     *service
 	pages   *pageReleaser // nil without --release-binary-pages
 
+	serving    prometheus.Gauge // rlmmd_serving: the health status
+	stopping   atomic.Bool      // Stop began: the health status stays NOT_SERVING
 	stopHealth context.CancelFunc
 	wg         sync.WaitGroup
 	stopOnce   sync.Once
@@ -149,6 +152,16 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (_ *daemon, err er
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	im := metrics.Instrument(d.manager, metrics.WithRegisterer(reg), metrics.WithPoolStats("primary", d.pool), metrics.WithLogger(log))
 	calls := newCallMetrics(reg)
+	stuck, err := metrics.NewStuckCollector(d.pool, cfg.stuckOlderThan)
+	if err != nil {
+		return nil, fmt.Errorf("--stuck-older-than: %w", err)
+	}
+	reg.MustRegister(stuck)
+	d.serving = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "rlmmd", Name: "serving",
+		Help: "1 while the health check says SERVING (the database answered its last ping), 0 otherwise.",
+	})
+	reg.MustRegister(d.serving)
 
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(calls.unary),
@@ -222,7 +235,7 @@ func (d *daemon) newManager(ctx context.Context) (*rs.PgManager, error) {
 				d.log.Info("rlmmd: the database schema is current", "database", d.database, "schema_version", rs.SchemaVersion)
 			}
 			var err error
-			m, err = rs.NewPgManager(ctx, d.pool, rs.WithCache(), rs.WithLogger(d.log))
+			m, err = rs.NewPgManager(ctx, d.pool, rs.WithCache(), rs.WithLogger(d.log), rs.WithForgottenRetention(d.cfg.retention))
 			return err
 		}()
 		if err == nil {
@@ -273,6 +286,11 @@ func (d *daemon) setServing(ctx context.Context) {
 	}
 	d.health.SetServingStatus("", st)
 	d.health.SetServingStatus(serviceName, st)
+	if st == healthpb.HealthCheckResponse_SERVING && !d.stopping.Load() {
+		d.serving.Set(1)
+	} else {
+		d.serving.Set(0)
+	}
 }
 
 func (d *daemon) watchHealth(ctx context.Context) {
@@ -305,8 +323,10 @@ func (d *daemon) MetricsAddr() string {
 // closes.
 func (d *daemon) Stop() {
 	d.stopOnce.Do(func() {
+		d.stopping.Store(true)
 		if d.health != nil {
 			d.health.Shutdown()
+			d.serving.Set(0)
 		}
 		if d.grpc != nil {
 			done := make(chan struct{})

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	rs "github.com/krabka/remotestorage"
 )
 
 // version names the build: set by the linker (-X main.version=...) when the
@@ -49,7 +51,15 @@ Usage: rlmmd [flags]
 The database is, in this order: --database-url; else DATABASE_URL; else the
 libpq environment variables PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
 PGSSLMODE, … (and ~/.pgpass). Passwords are never logged: the database is
-named by host, port, user and database only.
+named by host, port, user and database only. With --require-database-url
+(RLMMD_REQUIRE_DATABASE_URL=true, as the image and the systemd unit set it)
+there is no fallback: without --database-url or DATABASE_URL rlmmd exits at
+once.
+
+--health-probe asks the rlmmd at --listen (RLMMD_LISTEN) whether it is
+SERVING and exits 0 if so, 1 if not: a health check for containers, where
+there is no shell. It uses --tls-cert as the only certificate it trusts,
+and --health-probe-cert/--health-probe-key for mutual TLS.
 
 Every flag can also be set by the environment variable named after it
 (RLMMD_ and the flag in upper case with _ for -, e.g. RLMMD_LISTEN); a flag
@@ -80,6 +90,13 @@ type config struct {
 	memoryLimit     int64 // the Go runtime's soft memory limit in bytes; 0: GOMEMLIMIT's or none
 	releasePages    bool  // drop the binary's pages after the start and the loads (pages.go)
 	showVersion     bool
+	requireURL      bool          // refuse to start without --database-url or DATABASE_URL
+	stuckOlderThan  time.Duration // what rlmm_stuck_segments and rlmm_stuck_partitions count
+	retention       time.Duration // how long forgotten segments are kept before the purge
+	healthProbe     bool          // probe a running rlmmd's health check and exit (probe.go)
+	probeCert       string        // the probe's client certificate, for mutual TLS
+	probeKey        string
+	probeTimeout    time.Duration
 }
 
 // parseConfig reads flags, then fills what they left unset from the
@@ -107,6 +124,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	memoryLimit := fs.String("memory-limit", "", "soft limit of the Go runtime's memory, e.g. 64MiB (as GOMEMLIMIT, which applies when this is unset)")
 	fs.BoolVar(&cfg.releasePages, "release-binary-pages", false, "after the start, and after each change of the partitions once they are loaded, ask the kernel to drop the pages of rlmmd's binary that only it maps (Linux; the Kafka plugin's embedded rlmmd sets it)")
 	fs.BoolVar(&cfg.showVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&cfg.requireURL, "require-database-url", false, "refuse to start unless --database-url or DATABASE_URL names the database (no fallback to the PG* variables); the image and the systemd unit set it")
+	fs.DurationVar(&cfg.stuckOlderThan, "stuck-older-than", time.Hour, "work in flight for longer than this counts as stuck in rlmm_stuck_segments and rlmm_stuck_partitions (read from the database at each scrape)")
+	fs.DurationVar(&cfg.retention, "forgotten-retention", rs.DefaultForgottenRetention, "how long a forgotten segment is kept before the background purge deletes it (0 turns the purge off)")
+	fs.BoolVar(&cfg.healthProbe, "health-probe", false, "probe the health check of the rlmmd at --listen (with its TLS settings) and exit: 0 when it answers SERVING, 1 otherwise (the image's HEALTHCHECK; never read from the environment)")
+	fs.StringVar(&cfg.probeCert, "health-probe-cert", "", "PEM client certificate of --health-probe, when rlmmd asks for one (--tls-client-ca)")
+	fs.StringVar(&cfg.probeKey, "health-probe-key", "", "PEM private key of --health-probe-cert")
+	fs.DurationVar(&cfg.probeTimeout, "health-probe-timeout", 5*time.Second, "how long --health-probe waits for the answer")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -117,7 +141,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || f.Name == "database-url" {
+		if set[f.Name] || f.Name == "database-url" || f.Name == "health-probe" {
 			return
 		}
 		name := "RLMMD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -135,6 +159,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		cfg.databaseFrom = "--database-url"
 	case getenv("DATABASE_URL") != "":
 		cfg.databaseURL, cfg.databaseFrom = getenv("DATABASE_URL"), "DATABASE_URL"
+	case cfg.requireURL && !cfg.healthProbe:
+		return config{}, errors.New("no database: --require-database-url is set, and neither --database-url nor DATABASE_URL names one")
 	default:
 		cfg.databaseFrom = "the PG* environment variables"
 	}
@@ -159,6 +185,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if cfg.healthInterval <= 0 {
 		return config{}, fmt.Errorf("--health-interval %s: must be positive", cfg.healthInterval)
+	}
+	if cfg.stuckOlderThan < 0 {
+		return config{}, fmt.Errorf("--stuck-older-than %s: must be 0 or more", cfg.stuckOlderThan)
+	}
+	if cfg.retention < 0 {
+		return config{}, fmt.Errorf("--forgotten-retention %s: must be 0 or more", cfg.retention)
+	}
+	if (cfg.probeCert == "") != (cfg.probeKey == "") {
+		return config{}, errors.New("--health-probe-cert and --health-probe-key go together: set both or neither")
+	}
+	if cfg.probeTimeout <= 0 {
+		return config{}, fmt.Errorf("--health-probe-timeout %s: must be positive", cfg.probeTimeout)
 	}
 	if cfg.maxConns < 0 {
 		return config{}, fmt.Errorf("--db-max-conns %d: must be 0 or more", cfg.maxConns)
@@ -208,6 +246,9 @@ func run(args []string) int {
 	if cfg.showVersion {
 		fmt.Println("rlmmd", version)
 		return 0
+	}
+	if cfg.healthProbe {
+		return probe(cfg, os.Stdout)
 	}
 	if cfg.memoryLimit > 0 {
 		debug.SetMemoryLimit(cfg.memoryLimit)

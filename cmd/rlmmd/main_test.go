@@ -311,6 +311,10 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(body), `rlmmd_grpc_calls_total{code="OK",method="CaughtUp"} 1`)
 	require.Contains(t, string(body), `rlmm_operation_duration_seconds_count{operation="CaughtUp"} 1`)
+	require.Contains(t, string(body), `rlmm_caught_up_answers_total{answer="false"} 1`, "a partition rlmmd does not consume")
+	require.Contains(t, string(body), "\nrlmmd_serving 1\n")
+	require.Contains(t, string(body), `rlmm_stuck_segments{state="COPY_SEGMENT_STARTED"} 0`)
+	require.Contains(t, string(body), `rlmm_purge_last_success_timestamp_seconds `)
 }
 
 // TestListenRefusesNonLoopbackWithoutTLS: plaintext is for loopback and
