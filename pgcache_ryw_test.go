@@ -198,6 +198,17 @@ func TestCacheReadYourWritesRandomized(t *testing.T) {
 			testwait.Until(t, "every abandoned statement ended", func() bool {
 				return !slices.ContainsFunc(pools, func(p *pgxpool.Pool) bool { return p.Stat().AcquiredConns() > 0 })
 			})
+			// A connection whose cancel request went unanswered is closed
+			// (ConfigurePool's DeadlineDelay), and the pool no longer counts
+			// it, while the server may still run its statement, behind a
+			// lock, and commit it later: wait until the server runs nothing
+			// of this database (the caches' polls and catch-ups are brief).
+			testwait.Until(t, "no statement still running on the server", func() bool {
+				var running int
+				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'`).Scan(&running))
+				return running == 0
+			})
 			want, err := truth.ListRemoteLogSegments(ctx, tp)
 			require.NoError(t, err)
 			ok, err := cached[i].CaughtUp(ctx, tp)
