@@ -198,11 +198,12 @@ func TestCacheReadYourWritesRandomized(t *testing.T) {
 			testwait.Until(t, "every abandoned statement ended", func() bool {
 				return !slices.ContainsFunc(pools, func(p *pgxpool.Pool) bool { return p.Stat().AcquiredConns() > 0 })
 			})
-			// A connection whose cancel request went unanswered is closed
-			// (ConfigurePool's DeadlineDelay), and the pool no longer counts
-			// it, while the server may still run its statement, behind a
-			// lock, and commit it later: wait until the server runs nothing
-			// of this database (the caches' polls and catch-ups are brief).
+			// These pools are pgx's own (no ConfigurePool): a statement
+			// whose deadline ended loses its connection at once, which the
+			// pool then no longer counts, while the server may still run
+			// the statement, behind a lock, and commit it later. Wait until
+			// the server runs nothing of this database (the caches' polls
+			// and catch-ups are brief).
 			testwait.Until(t, "no statement still running on the server", func() bool {
 				var running int
 				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
