@@ -8,7 +8,6 @@ package deploy_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -33,6 +32,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/krabka/remotestorage/internal/logtest"
 	"github.com/krabka/remotestorage/internal/pgtest"
 	"github.com/krabka/remotestorage/internal/testwait"
 	pb "github.com/krabka/remotestorage/proto/remotestorage/v1"
@@ -69,28 +69,10 @@ func rlmmdBinary(t *testing.T) string {
 	return builtPath
 }
 
-// logBuffer collects a process's output for the test's messages.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is a running rlmmd (or the unit's or image's command).
 type process struct {
 	cmd     *exec.Cmd
-	log     *logBuffer
+	log     *logtest.Buffer
 	serving chan [2]string // its gRPC and metrics addresses, once it serves
 	exited  chan struct{}
 	waitErr error
@@ -102,7 +84,7 @@ var servingLine = regexp.MustCompile(`msg="rlmmd: serving" listen=(\S+) metrics=
 // and reads its standard error.
 func startProcess(t *testing.T, argv []string, env []string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(argv[0], argv[1:]...), log: &logBuffer{}, serving: make(chan [2]string, 1), exited: make(chan struct{})}
+	p := &process{cmd: exec.Command(argv[0], argv[1:]...), log: &logtest.Buffer{}, serving: make(chan [2]string, 1), exited: make(chan struct{})}
 	p.cmd.Env = env
 	stderr, err := p.cmd.StderrPipe()
 	require.NoError(t, err)
